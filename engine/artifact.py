@@ -1,0 +1,116 @@
+"""The immutable model artifact: a folder of files and a manifest holding each file's sha256.
+
+    <artifact>/manifest.json        name, version, compatibility key, {file: sha256}
+    <artifact>/config.json          Hugging Face Llama config
+    <artifact>/model.safetensors    weights
+    <artifact>/tokenizer.json       `tokenizers` byte-level BPE
+    <artifact>/chat_template.jinja  the chat template, exactly as shipped
+
+The version is derived from the file checksums, so equal content means an equal version. Loaders
+call `verify()` and refuse to serve anything that does not match its manifest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+MANIFEST = "manifest.json"
+FORMAT = 1
+
+
+class ArtifactIntegrityError(Exception):
+    """The artifact's files do not match its manifest (missing, extra-changed, or corrupt)."""
+
+
+@dataclass(slots=True, frozen=True)
+class Manifest:
+    name: str  # model name, e.g. "smollm2-135m"
+    version: str  # immutable version id, derived from the file checksums
+    compatibility_key: str  # runtime compatibility: architecture, weights, tokenizer, template
+    files: dict[str, str]  # file name -> sha256 hex
+    context_length: int  # maximum prompt + output tokens
+    source: dict[str, str]  # provenance (package, file, sha256 of the source)
+
+    @property
+    def version_id(self) -> str:
+        """The id clients and routes use: "name@version"."""
+        return f"{self.name}@{self.version}"
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "format": FORMAT,
+                "name": self.name,
+                "version": self.version,
+                "compatibility_key": self.compatibility_key,
+                "context_length": self.context_length,
+                "files": dict(sorted(self.files.items())),
+                "source": self.source,
+            },
+            indent=2,
+        )
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def derive_version(files: dict[str, str]) -> str:
+    joined = "\n".join(f"{name}:{sha}" for name, sha in sorted(files.items()))
+    return hashlib.sha256(joined.encode()).hexdigest()[:16]
+
+
+def derive_compatibility_key(architecture: str, files: dict[str, str]) -> str:
+    """Two artifacts with equal keys produce identical KV state for identical token ids."""
+    parts = [architecture, files["config.json"], files["model.safetensors"], files["tokenizer.json"]]
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
+
+
+def read_manifest(artifact_dir: Path) -> Manifest:
+    path = artifact_dir / MANIFEST
+    try:
+        raw = json.loads(path.read_text())
+    except FileNotFoundError as e:
+        raise ArtifactIntegrityError(f"no manifest at {path}") from e
+    except json.JSONDecodeError as e:
+        raise ArtifactIntegrityError(f"manifest {path} is not valid JSON") from e
+    if raw.get("format") != FORMAT:
+        raise ArtifactIntegrityError(f"manifest {path} has unsupported format {raw.get('format')!r}")
+    return Manifest(
+        name=str(raw["name"]),
+        version=str(raw["version"]),
+        compatibility_key=str(raw["compatibility_key"]),
+        files={str(k): str(v) for k, v in raw["files"].items()},
+        context_length=int(raw["context_length"]),
+        source={str(k): str(v) for k, v in raw.get("source", {}).items()},
+    )
+
+
+def verify(artifact_dir: Path, only: tuple[str, ...] | None = None) -> Manifest:
+    """Checks every file (or the named ones) against the manifest's sha256; returns the manifest.
+
+    Raises ArtifactIntegrityError on a missing or modified file, or a version that does not match
+    the checksums (a manifest edited to fit changed files).
+    """
+    manifest = read_manifest(artifact_dir)
+    if derive_version(manifest.files) != manifest.version:
+        raise ArtifactIntegrityError(f"{artifact_dir}: manifest version does not match its checksums")
+    for name, expected in sorted(manifest.files.items()):
+        if only is not None and name not in only:
+            continue
+        path = artifact_dir / name
+        if not path.is_file():
+            raise ArtifactIntegrityError(f"{artifact_dir}: {name} is missing")
+        actual = sha256_file(path)
+        if actual != expected:
+            raise ArtifactIntegrityError(
+                f"{artifact_dir}: {name} has sha256 {actual[:12]}…, manifest says {expected[:12]}…"
+            )
+    return manifest
