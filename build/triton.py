@@ -1,0 +1,265 @@
+"""Locates the `tritonserver` binary shipped in the nvidia-pytriton wheel, assembles its Python
+backend directory, materializes our model repository from `triton_models/`, and runs the server.
+
+The server is started in its own process group, bound to loopback, in explicit model-control mode;
+`TritonServer.stop()` ends it and every Python-backend stub it spawned and removes any shared-memory
+region those stubs leaked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from string import Template
+
+ROOT = Path(__file__).resolve().parent.parent
+TEMPLATES = ROOT / "triton_models"
+SHM = Path("/dev/shm")
+SHM_PREFIX = "triton_python_backend_shm_region"
+
+
+class TritonError(Exception):
+    """The Triton server could not be started or a model could not be loaded."""
+
+
+@dataclass(slots=True, frozen=True)
+class TritonInstall:
+    binary: Path
+    python_backend: Path  # folder with libtriton_python.so and triton_python_backend_utils.py
+    stub: Path  # triton_python_backend_stub for this interpreter's Python version
+    libs: Path  # the wheel's bundled shared libraries
+    caches: Path
+
+    @classmethod
+    def locate(cls) -> TritonInstall:
+        import pytriton
+
+        base = Path(next(iter(pytriton.__path__))) / "tritonserver"
+        site = base.parent.parent
+        py = f"{sys.version_info.major}.{sys.version_info.minor}"
+        install = cls(
+            binary=base / "bin" / "tritonserver",
+            python_backend=base / "backends" / "python",
+            stub=base / "python_backend_stubs" / py / "triton_python_backend_stub",
+            libs=site / "nvidia_pytriton.libs",
+            caches=base / "caches",
+        )
+        for path in (install.binary, install.python_backend, install.stub, install.libs):
+            if not path.exists():
+                raise TritonError(f"nvidia-pytriton install is missing {path}")
+        return install
+
+
+def assemble_backend_dir(install: TritonInstall, dest: Path) -> Path:
+    """dest/python/ holds the Python backend and the stub for this interpreter. Idempotent."""
+    python_dir = dest / "python"
+    python_dir.mkdir(parents=True, exist_ok=True)
+    for src in (
+        install.python_backend / "libtriton_python.so",
+        install.python_backend / "triton_python_backend_utils.py",
+        install.stub,
+    ):
+        target = python_dir / src.name
+        if not target.exists() or target.stat().st_size != src.stat().st_size:
+            shutil.copy2(src, target)
+    return dest
+
+
+@dataclass(slots=True, frozen=True)
+class ModelDeployment:
+    """One model version as a Triton model; values come from the `[[models]]` config."""
+
+    triton_model_name: str
+    artifact_dir: Path
+    version: str
+    instances: int = 1  # engine instances (each its own stub process and KV cache)
+    dtype: str = "float32"
+    block_size: int = 16
+    kv_cache_blocks: int = 0  # 0: sized by the engine
+    max_num_seqs: int = 64
+    max_num_batched_tokens: int = 512
+    scheduler_policy: str = "guaranteed_no_evict"
+
+
+def materialize_repository(deployments: list[ModelDeployment], repo_dir: Path) -> Path:
+    """Writes `repo_dir/<triton_model_name>/{config.pbtxt,1/model.py}` from the CPU template."""
+    template = Template((TEMPLATES / "llm_cpu" / "config.pbtxt.template").read_text())
+    repo_dir.mkdir(parents=True, exist_ok=True)
+    for d in deployments:
+        model_dir = repo_dir / d.triton_model_name
+        (model_dir / "1").mkdir(parents=True, exist_ok=True)
+        config = template.substitute(
+            triton_model_name=d.triton_model_name,
+            repo_root=str(ROOT),
+            artifact_dir=str(d.artifact_dir),
+            model_version=d.version,
+            instance_count=d.instances,
+            dtype=d.dtype,
+            block_size=d.block_size,
+            kv_cache_blocks=d.kv_cache_blocks,
+            max_num_seqs=d.max_num_seqs,
+            max_num_batched_tokens=d.max_num_batched_tokens,
+            scheduler_policy=d.scheduler_policy,
+        )
+        (model_dir / "config.pbtxt").write_text(config)
+        shutil.copy2(TEMPLATES / "llm_cpu" / "1" / "model.py", model_dir / "1" / "model.py")
+    return repo_dir
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class TritonServer:
+    """A running `tritonserver` process. Use as a context manager or call start()/stop()."""
+
+    def __init__(
+        self,
+        model_repository: Path,
+        work_dir: Path,
+        grpc_port: int = 0,
+        http_port: int = 0,
+        metrics_port: int = 0,
+        exit_timeout_s: int = 10,
+    ) -> None:
+        self.install = TritonInstall.locate()
+        self.model_repository = model_repository.resolve()
+        self.work_dir = work_dir.resolve()
+        self.grpc_port = grpc_port or free_port()
+        self.http_port = http_port or free_port()
+        self.metrics_port = metrics_port or free_port()
+        self.exit_timeout_s = exit_timeout_s
+        self.log_path = work_dir / f"tritonserver-{self.grpc_port}.log"
+        self.process: subprocess.Popen[bytes] | None = None
+        self._shm_before: set[str] = set()
+
+    @property
+    def grpc_url(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    def start(self, timeout_s: float = 60.0) -> TritonServer:
+        backend_dir = assemble_backend_dir(self.install, self.work_dir / "backends")
+        libdir = sysconfig.get_config_var("LIBDIR") or ""
+        env = dict(os.environ)
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(
+            p for p in (str(self.install.libs), libdir, env.get("LD_LIBRARY_PATH", "")) if p
+        )
+        env["PATH"] = os.pathsep.join((str(Path(sys.executable).parent), env.get("PATH", "")))
+        args = [
+            str(self.install.binary),
+            f"--model-repository={self.model_repository}",
+            f"--backend-directory={backend_dir}",
+            f"--cache-directory={self.install.caches}",
+            "--model-control-mode=explicit",
+            "--grpc-address=127.0.0.1",
+            "--http-address=127.0.0.1",
+            "--metrics-address=127.0.0.1",
+            f"--grpc-port={self.grpc_port}",
+            f"--http-port={self.http_port}",
+            f"--metrics-port={self.metrics_port}",
+            f"--exit-timeout-secs={self.exit_timeout_s}",
+            "--log-verbose=0",
+        ]
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self._shm_before = _shm_regions()
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                args,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
+        self._wait_live(timeout_s)
+        return self
+
+    def _client(self):
+        import tritonclient.grpc as grpcclient
+
+        return grpcclient.InferenceServerClient(self.grpc_url)
+
+    def _wait_live(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        client = self._client()
+        try:
+            while time.monotonic() < deadline:
+                if self.process is not None and self.process.poll() is not None:
+                    raise TritonError(
+                        f"tritonserver exited with {self.process.returncode}; see {self.log_path}"
+                    )
+                try:
+                    if client.is_server_live():
+                        return
+                except Exception:
+                    pass
+                time.sleep(0.1)
+        finally:
+            client.close()
+        self.stop()
+        raise TritonError(f"tritonserver did not become live in {timeout_s:.0f}s; see {self.log_path}")
+
+    def load_model(self, name: str) -> None:
+        """Loads a model and waits until it is ready; TritonError with Triton's reason otherwise."""
+        from tritonclient.utils import InferenceServerException
+
+        client = self._client()
+        try:
+            client.load_model(name)
+            if not client.is_model_ready(name):
+                raise TritonError(f"model {name} did not become ready")
+        except InferenceServerException as e:
+            raise TritonError(f"loading {name} failed: {e.message()}") from e
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        proc, self.process = self.process, None
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=self.exit_timeout_s + 10)
+        if proc is not None:
+            _kill_group(proc.pid)
+            if proc.poll() is None:
+                proc.wait(timeout=10)
+        for name in _shm_regions() - self._shm_before:
+            (SHM / name).unlink(missing_ok=True)
+
+    def __enter__(self) -> TritonServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: the server gets SIGTERM if the process that started it dies."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+def _kill_group(pgid: int) -> None:
+    """SIGKILLs whatever is left of the server's process group (Python-backend stubs)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _shm_regions() -> set[str]:
+    try:
+        return {p.name for p in SHM.iterdir() if p.name.startswith(SHM_PREFIX)}
+    except FileNotFoundError:
+        return set()
