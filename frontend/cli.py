@@ -1,0 +1,106 @@
+"""`llmctl`: a command-line client of the llm.v1 API.
+
+llmctl generate --model smollm2-135m "Write a haiku about the sea"
+llmctl generate --chat "Hi there" --json
+llmctl models
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import grpc
+from google.protobuf import json_format
+from grpc_status import rpc_status
+
+from frontend.config import LOCAL_API_KEY
+from frontend.errors import error_info
+from llm.v1 import generations_pb2, generations_pb2_grpc, models_pb2, models_pb2_grpc
+
+
+def _metadata(key: str) -> tuple[tuple[str, str], ...]:
+    return (("authorization", f"Bearer {key}"),)
+
+
+def _generate(args: argparse.Namespace, channel: grpc.Channel) -> int:
+    sampling = generations_pb2.SamplingParams(stop=args.stop, ignore_eos=args.ignore_eos)
+    if args.temperature is not None:
+        sampling.temperature = args.temperature
+    if args.top_p is not None:
+        sampling.top_p = args.top_p
+    if args.top_k is not None:
+        sampling.top_k = args.top_k
+    if args.seed is not None:
+        sampling.seed = args.seed
+    req = generations_pb2.GenerateRequest(
+        request_id=args.request_id or "",
+        model=args.model,
+        max_output_tokens=args.max_output_tokens,
+        sampling=sampling,
+    )
+    if args.chat:
+        req.messages.messages.add(role="user", content=args.text)
+    else:
+        req.prompt = args.text
+    stub = generations_pb2_grpc.GenerationsStub(channel)
+    for event in stub.Generate(req, metadata=_metadata(args.api_key)):
+        if args.json:
+            print(json_format.MessageToJson(event, indent=None), flush=True)
+        elif event.HasField("delta"):
+            print(event.delta.text, end="", flush=True)
+        elif event.HasField("finished"):
+            f = event.finished
+            reason = generations_pb2.Finished.Reason.Name(f.reason)
+            print(f"\n[{reason}: {f.usage.input_tokens} in, {f.usage.output_tokens} out]", file=sys.stderr)
+    return 0
+
+
+def _models(args: argparse.Namespace, channel: grpc.Channel) -> int:
+    stub = models_pb2_grpc.ModelsStub(channel)
+    resp = stub.ListModels(models_pb2.ListModelsRequest(), metadata=_metadata(args.api_key))
+    if args.json:
+        print(json_format.MessageToJson(resp))
+        return 0
+    for v in resp.versions:
+        print(f"{v.id}\tcontext={v.context_length}\tready={v.ready}")
+    for a in resp.aliases:
+        print(f"{a.alias} -> " + ", ".join(f"{t.version_id} ({t.weight})" for t in a.targets))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="llmctl", description=__doc__.splitlines()[0])
+    parser.add_argument("--target", default=os.environ.get("LLM_TARGET", "127.0.0.1:50051"))
+    parser.add_argument("--api-key", default=os.environ.get("LLM_API_KEY", LOCAL_API_KEY))
+    sub = parser.add_subparsers(dest="command", required=True)
+    gen = sub.add_parser("generate", help="stream a generation to the terminal")
+    gen.add_argument("text", help="prompt text (or the user message with --chat)")
+    gen.add_argument("--model", default="smollm2-135m")
+    gen.add_argument("--chat", action="store_true", help="send TEXT as a chat message (template applied)")
+    gen.add_argument("--max-output-tokens", type=int, default=128)
+    gen.add_argument("--temperature", type=float)
+    gen.add_argument("--top-p", type=float)
+    gen.add_argument("--top-k", type=int)
+    gen.add_argument("--seed", type=int)
+    gen.add_argument("--stop", action="append", default=[])
+    gen.add_argument("--ignore-eos", action="store_true")
+    gen.add_argument("--request-id")
+    gen.add_argument("--json", action="store_true", help="print raw events as JSON lines")
+    models = sub.add_parser("models", help="list model versions and aliases")
+    models.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    with grpc.insecure_channel(args.target) as channel:
+        try:
+            return _generate(args, channel) if args.command == "generate" else _models(args, channel)
+        except grpc.RpcError as e:
+            status = rpc_status.from_call(e)
+            info = error_info(status) if status is not None else None
+            reason = f" ({info.reason})" if info is not None else ""
+            print(f"error: {e.code().name}{reason}: {e.details()}", file=sys.stderr)
+            return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

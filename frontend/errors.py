@@ -1,0 +1,68 @@
+"""Typed API errors and their mapping to gRPC statuses with google.rpc details.
+
+Code anywhere in the frontend raises an `ApiError`; the servicer boundary turns it into a status
+with an ErrorInfo (reason + metadata) and, where a retry may succeed, a jittered RetryInfo.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+import grpc
+from google.protobuf import duration_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+DOMAIN = "llm.v1"
+
+
+@dataclass(slots=True)
+class ApiError(Exception):
+    code: grpc.StatusCode
+    reason: str  # UPPER_SNAKE ErrorInfo reason, stable for clients
+    message: str  # human-readable; never contains prompt or output text
+    metadata: dict[str, str] = field(default_factory=dict)
+    retry_after_s: float | None = None  # base delay; the status carries it jittered
+
+    def __str__(self) -> str:
+        return f"{self.code.name} {self.reason}: {self.message}"
+
+    def to_status(self, rng: random.Random | None = None) -> grpc.Status:
+        details = []
+        info = error_details_pb2.ErrorInfo(reason=self.reason, domain=DOMAIN, metadata=self.metadata)
+        details.append(info)
+        if self.retry_after_s is not None:
+            jittered = self.retry_after_s * (1.0 + (rng or random).random() * 0.5)
+            delay = duration_pb2.Duration()
+            delay.FromMilliseconds(int(jittered * 1000))
+            details.append(error_details_pb2.RetryInfo(retry_delay=delay))
+        status = status_pb2.Status(code=self.code.value[0], message=self.message)
+        for d in details:
+            status.details.add().Pack(d)
+        return rpc_status.to_status(status)
+
+
+def invalid_argument(reason: str, message: str, **metadata: str) -> ApiError:
+    return ApiError(grpc.StatusCode.INVALID_ARGUMENT, reason, message, dict(metadata))
+
+
+def unauthenticated(message: str) -> ApiError:
+    return ApiError(grpc.StatusCode.UNAUTHENTICATED, "UNAUTHENTICATED", message)
+
+
+def unavailable(reason: str, message: str, retry_after_s: float = 1.0) -> ApiError:
+    return ApiError(grpc.StatusCode.UNAVAILABLE, reason, message, retry_after_s=retry_after_s)
+
+
+def error_info(status: status_pb2.Status) -> error_details_pb2.ErrorInfo | None:
+    """The ErrorInfo detail of a status, for clients and tests."""
+    for detail in status.details:
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            return info
+    return None
+
+
+assert grpc.StatusCode.INVALID_ARGUMENT.value[0] == code_pb2.INVALID_ARGUMENT

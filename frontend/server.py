@@ -1,0 +1,60 @@
+"""The frontend gRPC server: services, auth interceptor, health and reflection."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from frontend.auth import ApiKeyStore, AuthInterceptor
+from frontend.registry import ModelRegistry
+from frontend.service import GenerationsService, ModelsService
+from frontend.worker import TritonWorker
+from llm.v1 import generations_pb2, generations_pb2_grpc, models_pb2, models_pb2_grpc
+
+SERVICE_NAMES = (
+    generations_pb2.DESCRIPTOR.services_by_name["Generations"].full_name,
+    models_pb2.DESCRIPTOR.services_by_name["Models"].full_name,
+)
+
+
+async def refresh_health(
+    servicer: health.aio.HealthServicer, registry: ModelRegistry, worker: TritonWorker
+) -> bool:
+    """SERVING when every registered version is ready on the worker."""
+    ready = True
+    for version in registry.versions.values():
+        ready = ready and await worker.is_model_ready(version.triton_model_name)
+    status = health_pb2.HealthCheckResponse.SERVING if ready else health_pb2.HealthCheckResponse.NOT_SERVING
+    for name in ("", *SERVICE_NAMES):
+        await servicer.set(name, status)
+    return ready
+
+
+@asynccontextmanager
+async def frontend_server(
+    listen: str, keys: ApiKeyStore, registry: ModelRegistry, worker: TritonWorker
+) -> AsyncIterator[tuple[grpc.aio.Server, int]]:
+    """Starts the server on `listen` (port 0 picks one) and yields (server, bound port)."""
+    server = grpc.aio.server(interceptors=[AuthInterceptor(keys)])
+    generations_pb2_grpc.add_GenerationsServicer_to_server(GenerationsService(registry, worker), server)
+    models_pb2_grpc.add_ModelsServicer_to_server(ModelsService(registry, worker), server)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (*SERVICE_NAMES, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
+        server,
+    )
+    port = server.add_insecure_port(listen)
+    if port == 0:
+        raise OSError(f"cannot listen on {listen}")
+    await server.start()
+    await refresh_health(health_servicer, registry, worker)
+    try:
+        yield server, port
+    finally:
+        await health_servicer.enter_graceful_shutdown()
+        await server.stop(grace=5)

@@ -1,0 +1,122 @@
+"""The client side of a Triton worker: one streamed inference per generation.
+
+Requests use the TensorRT-LLM backend's tensor names, so the same code drives the CPU (PyTorch
+engine) model and a TensorRT-LLM model. Closing the token iterator early cancels the Triton request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass
+
+import numpy as np
+import tritonclient.grpc.aio as triton_aio
+from tritonclient.grpc import InferInput, InferRequestedOutput
+from tritonclient.utils import InferenceServerException
+
+
+class WorkerError(Exception):
+    """The worker rejected or failed the request (its message says why)."""
+
+
+class WorkerLost(Exception):
+    """The stream to the worker broke before the request's final response."""
+
+
+@dataclass(slots=True, frozen=True)
+class WorkerRequest:
+    model: str  # Triton model name of the pinned version
+    prompt_ids: tuple[int, ...]
+    max_output_tokens: int
+    end_id: int | None  # None: ignore end-of-sequence (sent as -1, as TensorRT-LLM expects)
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int | None = None
+    generation_id: str = ""
+    epoch: int = 1
+    cache_salt: str = ""
+
+
+def _tensor(name: str, value: np.ndarray, dtype: str) -> InferInput:
+    tensor = InferInput(name, list(value.shape), dtype)
+    tensor.set_data_from_numpy(value)
+    return tensor
+
+
+def build_inputs(req: WorkerRequest) -> list[InferInput]:
+    ids = np.asarray([req.prompt_ids], dtype=np.int32)  # [1, T]
+    inputs = [
+        _tensor("input_ids", ids, "INT32"),
+        _tensor("input_lengths", np.asarray([[ids.shape[1]]], dtype=np.int32), "INT32"),
+        _tensor("request_output_len", np.asarray([[req.max_output_tokens]], dtype=np.int32), "INT32"),
+        _tensor("end_id", np.asarray([[-1 if req.end_id is None else req.end_id]], dtype=np.int32), "INT32"),
+        _tensor("streaming", np.asarray([[True]], dtype=bool), "BOOL"),
+        _tensor("temperature", np.asarray([[req.temperature]], dtype=np.float32), "FP32"),
+        _tensor("runtime_top_k", np.asarray([[req.top_k]], dtype=np.int32), "INT32"),
+        _tensor("runtime_top_p", np.asarray([[req.top_p]], dtype=np.float32), "FP32"),
+        _tensor("generation_id", np.asarray([[req.generation_id.encode()]], dtype=object), "BYTES"),
+        _tensor("epoch", np.asarray([[req.epoch]], dtype=np.int64), "INT64"),
+        _tensor("cache_salt", np.asarray([[req.cache_salt.encode()]], dtype=object), "BYTES"),
+    ]
+    if req.seed is not None:
+        inputs.append(_tensor("random_seed", np.asarray([[req.seed]], dtype=np.uint64), "UINT64"))
+    return inputs
+
+
+class TritonWorker:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._client = triton_aio.InferenceServerClient(url)
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    async def is_model_ready(self, model: str) -> bool:
+        try:
+            return bool(await self._client.is_model_ready(model))
+        except InferenceServerException:
+            return False
+
+    async def generate(self, req: WorkerRequest) -> AsyncGenerator[list[int], None]:
+        """Yields the new token ids of each streamed response until the final one."""
+        done = asyncio.Event()
+
+        async def requests() -> AsyncIterator[dict[str, object]]:
+            yield {
+                "model_name": req.model,
+                "inputs": build_inputs(req),
+                "outputs": [InferRequestedOutput("output_ids")],
+                "request_id": req.generation_id,
+            }
+            await done.wait()  # keep the stream open until the final response arrives
+
+        stream = self._client.stream_infer(requests())
+        completed = False
+        try:
+            while True:
+                try:
+                    result, error = await stream.__anext__()
+                except StopAsyncIteration:
+                    raise WorkerLost("worker stream ended before the final response") from None
+                except (TimeoutError, InferenceServerException) as e:
+                    raise WorkerLost(f"worker stream broke: {e}") from e
+                except Exception as e:  # grpc.aio.AioRpcError and friends
+                    if isinstance(e, asyncio.CancelledError):
+                        raise
+                    raise WorkerLost(f"worker stream broke: {type(e).__name__}") from e
+                if error is not None:
+                    raise WorkerError(error.message())
+                ids = result.as_numpy("output_ids")
+                tokens = [] if ids is None else [int(t) for t in ids.reshape(-1)]
+                final = result.get_response().parameters.get("triton_final_response")
+                if tokens:
+                    yield tokens
+                if final is not None and final.bool_param:
+                    completed = True
+                    return
+        finally:
+            done.set()
+            if not completed:
+                stream.cancel()  # the Triton request is cancelled; the engine drops it next step
