@@ -1,0 +1,53 @@
+"""A real platform for end-to-end tests: `tritonserver` with the CPU model, and the gRPC frontend,
+on free loopback ports, torn down at the end of the session."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+import pytest_asyncio
+
+from frontend.config import PlatformConfig, parse_config
+from frontend.platform import Platform
+
+KEY_ALPHA = "key-alpha"
+KEY_BETA = "key-beta"
+
+
+def test_config() -> PlatformConfig:
+    return parse_config(
+        {
+            "tenants": [
+                {"id": "alpha", "api_keys": [KEY_ALPHA]},
+                {"id": "beta", "api_keys": [KEY_BETA], "weight": 2.0},
+            ],
+            "triton": {"grpc_port": 0, "http_port": 0, "metrics_port": 0, "exit_timeout_s": 5},
+        }
+    )
+
+
+def auth(key: str = KEY_ALPHA) -> tuple[tuple[str, str], ...]:
+    return (("authorization", f"Bearer {key}"),)
+
+
+@pytest.fixture(scope="session")
+def platform(tmp_path_factory: pytest.TempPathFactory, artifact_dir: Path) -> Iterator[Platform]:
+    p = Platform(test_config(), work_dir=tmp_path_factory.mktemp("triton"))
+    p.start_workers()
+    yield p
+    p.stop_workers()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def frontend_port(platform: Platform) -> AsyncIterator[int]:
+    async with platform.frontend("127.0.0.1:0") as (_, port):
+        yield port
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def channel(frontend_port: int) -> AsyncIterator[grpc.aio.Channel]:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{frontend_port}") as ch:
+        yield ch

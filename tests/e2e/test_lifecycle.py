@@ -1,0 +1,139 @@
+"""The worker refuses a corrupted artifact; `make serve`'s command starts, serves and shuts down
+cleanly on SIGTERM, leaving no process and no shared-memory region behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from build.triton import SHM, SHM_PREFIX, ModelDeployment, TritonError, TritonServer, materialize_repository
+from engine.artifact import read_manifest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def processes_mentioning(marker: str) -> list[int]:
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmdline and int(proc.name) != os.getpid():
+            pids.append(int(proc.name))
+    return pids
+
+
+def shm_regions() -> set[str]:
+    return {p.name for p in SHM.iterdir() if p.name.startswith(SHM_PREFIX)}
+
+
+def test_worker_refuses_an_artifact_that_fails_its_checksums(artifact_dir: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "artifact"
+    bad.mkdir()
+    for p in artifact_dir.iterdir():
+        if p.name == "model.safetensors":
+            (bad / p.name).symlink_to(p)
+        else:
+            shutil.copy2(p, bad / p.name)
+    config = json.loads((bad / "config.json").read_text())
+    config["rms_norm_eps"] = 1e-6  # a silent numerical change
+    (bad / "config.json").write_text(json.dumps(config))
+    version = read_manifest(bad).version
+    repo = materialize_repository([ModelDeployment("tampered", bad, version)], tmp_path / "models")
+    with (
+        TritonServer(repo, tmp_path / "work") as server,
+        pytest.raises(TritonError, match=r"config\.json has sha256"),
+    ):
+        server.load_model("tampered")
+    assert processes_mentioning(str(tmp_path)) == []
+
+
+def test_serve_runs_until_sigterm_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    work = tmp_path / "triton"
+    config = tmp_path / "platform.toml"
+    config.write_text(
+        '[frontend]\nlisten = "127.0.0.1:0"\n'
+        f'[triton]\ngrpc_port = 0\nhttp_port = 0\nmetrics_port = 0\nwork_dir = "{work}"\n'
+        '[[tenants]]\nid = "cli"\napi_keys = ["cli-key"]\n'
+    )
+    shm_before = shm_regions()
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "frontend.serve", "--config", str(config)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        port = None
+        deadline = time.monotonic() + 180
+        assert serve.stdout is not None
+        while port is None and time.monotonic() < deadline:
+            line = serve.stdout.readline()
+            assert line, "serve exited before it was ready"
+            match = re.search(r"gRPC frontend on 127\.0\.0\.1:(\d+)", line)
+            port = int(match.group(1)) if match else None
+        assert port is not None
+        assert processes_mentioning(str(work)), "tritonserver and its stub should be running"
+
+        cli = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "frontend.cli",
+                "--target",
+                f"127.0.0.1:{port}",
+                "--api-key",
+                "cli-key",
+                "generate",
+                "The capital of France is",
+                "--max-output-tokens",
+                "8",
+                "--json",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert cli.returncode == 0, cli.stderr
+        events = [json.loads(line) for line in cli.stdout.splitlines()]
+        assert [int(e["sequence"]) for e in events] == list(range(1, len(events) + 1))
+        assert events[-1]["finished"]["reason"] == "OUTPUT_LIMIT"
+
+        denied = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "frontend.cli",
+                "--target",
+                f"127.0.0.1:{port}",
+                "--api-key",
+                "nope",
+                "models",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert denied.returncode == 1 and "UNAUTHENTICATED" in denied.stderr
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        rest, _ = serve.communicate(timeout=60)
+    assert serve.returncode == 0, rest
+    assert "shutting down" in rest
+    assert processes_mentioning(str(work)) == []
+    assert shm_regions() <= shm_before

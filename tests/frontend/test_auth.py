@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from frontend.auth import ApiKeyStore
+from frontend.config import TenantSettings
+from frontend.errors import ApiError
+
+STORE = ApiKeyStore([TenantSettings("a", ("key-a",), weight=2.0), TenantSettings("b", ("key-b1", "key-b2"))])
+
+
+def test_bearer_key_resolves_its_tenant() -> None:
+    assert STORE.authenticate([("authorization", "Bearer key-a")]).id == "a"
+    assert STORE.authenticate([("authorization", "bearer key-b2")]).id == "b"
+    assert STORE.authenticate([("x", "y"), ("authorization", b"Bearer key-b1")]).weight == 1.0
+
+
+@pytest.mark.parametrize(
+    ("metadata", "message"),
+    [
+        ([], "missing authorization"),
+        (None, "missing authorization"),
+        ([("authorization", "key-a")], "Bearer"),
+        ([("authorization", "Basic key-a")], "Bearer"),
+        ([("authorization", "Bearer ")], "Bearer"),
+        ([("authorization", "Bearer key-c")], "invalid API key"),
+    ],
+)
+def test_bad_credentials_are_unauthenticated(metadata, message: str) -> None:
+    with pytest.raises(ApiError, match=message) as e:
+        STORE.authenticate(metadata)
+    assert e.value.code is grpc.StatusCode.UNAUTHENTICATED

@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from frontend.config import ConfigError, ModelSettings, load_config, parse_config
+from frontend.platform import Platform, check_loopback_only
+
+
+def test_default_config_serves_the_default_model_with_the_local_tenant() -> None:
+    cfg = load_config(None)
+    assert cfg.frontend.listen == "127.0.0.1:50051"
+    assert cfg.frontend.metrics_listen == "127.0.0.1:9464"
+    assert cfg.store.url == "sqlite:///var/control.sqlite"
+    assert cfg.models == (ModelSettings(),)
+    assert cfg.models[0].alias == "smollm2-135m"
+    assert [(t.id, t.api_keys) for t in cfg.tenants] == [("local", ("local-dev-key",))]
+
+
+def test_file_keys_override_defaults_and_local_tenant_exists_only_by_default(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(
+        '[frontend]\nlisten = "127.0.0.1:6000"\n'
+        '[[tenants]]\nid = "acme"\napi_keys = ["k1", "k2"]\nweight = 2.0\n'
+        '[[models]]\nalias = "small"\ndtype = "bfloat16"\nmax_num_seqs = 8\n'
+    )
+    cfg = load_config(path)
+    assert cfg.frontend.listen == "127.0.0.1:6000"
+    assert cfg.frontend.metrics_listen == "127.0.0.1:9464"
+    assert [t.id for t in cfg.tenants] == ["acme"]
+    assert cfg.tenants[0].api_keys == ("k1", "k2") and cfg.tenants[0].weight == 2.0
+    assert cfg.models[0].alias == "small" and cfg.models[0].dtype == "bfloat16"
+    assert cfg.models[0].block_size == 16
+    assert parse_config({}).tenants == ()
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"nope": {}}, "unknown section"),
+        ({"frontend": {"lisen": "x"}}, "unknown key"),
+        ({"models": [{"dtype": "float16"}]}, "dtype"),
+        ({"models": [{"scheduler_policy": "fifo"}]}, "scheduler_policy"),
+        ({"models": [{"alias": "a@b"}]}, "alias"),
+        ({"models": [{"alias": "a"}, {"alias": "a"}]}, "unique"),
+        ({"tenants": [{"id": "t", "api_keys": "k"}]}, "api_keys"),
+        ({"tenants": [{"id": "a", "api_keys": ["k"]}, {"id": "b", "api_keys": ["k"]}]}, "two tenants"),
+        ({"store": {"url": "mysql://x"}}, "store url"),
+    ],
+)
+def test_bad_config_is_refused(raw: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_config(raw)
+
+
+def test_bad_toml_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text("[frontend\n")
+    with pytest.raises(ConfigError):
+        load_config(path)
+
+
+def test_development_key_is_loopback_only() -> None:
+    cfg = parse_config(
+        {"frontend": {"listen": "0.0.0.0:50051"}, "tenants": [{"id": "local", "api_keys": ["local-dev-key"]}]}
+    )
+    with pytest.raises(ConfigError, match="loopback"):
+        Platform(cfg)
+    check_loopback_only(parse_config({"frontend": {"listen": "0.0.0.0:50051"}}))
+    check_loopback_only(load_config(None))
