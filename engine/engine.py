@@ -1,71 +1,84 @@
 """The engine: accepts requests of token ids, runs steps, emits new tokens per request.
 
-The loop a driver runs is `add_request()` / `abort()` between steps and `step()` while
-`has_unfinished()`. This version runs one sequence at a time (FIFO) with a contiguous KV cache;
-continuous batching over a paged cache replaces the internals behind the same interface.
+The driver (the Triton model) calls `add_request()` / `abort()` between steps and `step()` while
+`has_unfinished()`. A step is three lines: schedule, run the model, update.
 """
 
 from __future__ import annotations
 
-import enum
-from collections import deque
-from dataclasses import dataclass, field
+import itertools
+from dataclasses import dataclass
 
 import torch
 
-from engine.kv_cache import SequenceKVCache
+from engine.block_pool import BlockPool
+from engine.kv_cache import PagedKVCache
+from engine.kv_cache_manager import KVCacheManager
 from engine.model import LlamaForCausalLM
-from engine.sampler import SamplingParams, make_generator, sample
+from engine.runner import ModelRunner
+from engine.sampler import make_generator, sample
+from engine.scheduler import GUARANTEED_NO_EVICT, CapacityError, Scheduler, SchedulerOutput
+from engine.sequence import EngineRequest, FinishReason, Sequence, StepOutput
+
+__all__ = [
+    "CapacityError",
+    "Engine",
+    "EngineConfig",
+    "EngineError",
+    "EngineRequest",
+    "FinishReason",
+    "StepOutput",
+]
 
 
 class EngineError(Exception):
-    """A request the engine cannot take (too long for its context, duplicate id)."""
-
-
-class FinishReason(enum.Enum):
-    STOP_TOKEN = "stop_token"  # produced one of the request's stop token ids (end of sequence)
-    LENGTH = "length"  # reached max_output_tokens
-    ABORTED = "aborted"  # aborted by the driver (client cancellation)
+    """A request the engine can never serve (malformed, too long for its context, duplicate id)."""
 
 
 @dataclass(slots=True, frozen=True)
-class EngineRequest:
-    request_id: str
-    prompt_ids: tuple[int, ...]
-    max_output_tokens: int
-    sampling: SamplingParams = field(default_factory=SamplingParams)
-    stop_token_ids: frozenset[int] = frozenset()  # empty: never stop early (ignore EOS)
+class EngineConfig:
+    num_blocks: int = 1024  # KV pool size in blocks
+    block_size: int = 16  # tokens per KV block
+    max_num_seqs: int = 64  # running sequences per step
+    max_num_batched_tokens: int = 512  # tokens per step (decodes + prefill chunks)
+    policy: str = GUARANTEED_NO_EVICT
+    dtype: torch.dtype = torch.float32  # weights and KV cache
+    compatibility_key: str = ""  # the model version's; part of every prefix-cache key
 
 
 @dataclass(slots=True, frozen=True)
-class StepOutput:
-    request_id: str
-    new_token_ids: tuple[int, ...]  # tokens produced for this request in this step
-    num_prompt_tokens: int
-    num_output_tokens: int  # cumulative
-    finish_reason: FinishReason | None  # set on the request's last output
-
-
-@dataclass(slots=True)
-class _Sequence:
-    request: EngineRequest
-    generator: torch.Generator | None
-    output_ids: list[int] = field(default_factory=list)
-    cache: SequenceKVCache | None = None
+class Stats:
+    blocks_used: int
+    blocks_free: int
+    blocks_cached: int
+    running: int
+    waiting: int
+    preemptions: int  # cumulative
+    prefix_query_tokens: int  # cumulative prompt tokens looked up in the prefix cache
+    prefix_hit_tokens: int  # cumulative prompt tokens found there
+    last_batch_tokens: int
 
 
 class Engine:
-    def __init__(self, model: LlamaForCausalLM, dtype: torch.dtype = torch.float32) -> None:
+    def __init__(self, model: LlamaForCausalLM, config: EngineConfig = EngineConfig()) -> None:
         self.model = model
-        self.dtype = dtype
+        self.config = config
         self.context_length = model.config.max_position_embeddings
-        self._waiting: deque[_Sequence] = deque()
-        self._running: _Sequence | None = None
-        self._aborted: list[_Sequence] = []
-        self._ids: set[str] = set()
+        self.vocab_size = model.config.vocab_size
+        self.kv = KVCacheManager(BlockPool(config.num_blocks), config.block_size, config.compatibility_key)
+        self.scheduler = Scheduler(self.kv, config.max_num_seqs, config.max_num_batched_tokens, config.policy)
+        cache = PagedKVCache(model.config, config.num_blocks, config.block_size, config.dtype)
+        self.runner = ModelRunner(model, cache)
+        self._seqs: dict[str, Sequence] = {}
+        self._aborted: list[Sequence] = []
+        self._arrivals = itertools.count()
+        self._prefix_query = 0
+        self._prefix_hit = 0
+        self._last_batch = 0
 
-    def add_request(self, request: EngineRequest) -> None:
-        if request.request_id in self._ids:
+    def add_request(self, request: EngineRequest) -> StepOutput:
+        """Admits a request (CapacityError if it does not fit now); returns its admission record."""
+        if request.request_id in self._seqs:
             raise EngineError(f"duplicate request id {request.request_id!r}")
         if not request.prompt_ids:
             raise EngineError("empty prompt")
@@ -76,73 +89,74 @@ class Engine:
                 f"prompt ({len(request.prompt_ids)}) + output ({request.max_output_tokens}) tokens "
                 f"exceed the context length {self.context_length}"
             )
-        self._ids.add(request.request_id)
-        self._waiting.append(_Sequence(request, make_generator(request.sampling)))
+        if min(request.prompt_ids) < 0 or max(request.prompt_ids) >= self.vocab_size:
+            raise EngineError("prompt token ids outside the vocabulary")
+        seq = Sequence(
+            request, next(self._arrivals), make_generator(request.sampling), list(request.prompt_ids)
+        )
+        self.scheduler.add(seq)
+        self._seqs[request.request_id] = seq
+        self._prefix_query += seq.num_prompt_tokens
+        self._prefix_hit += seq.num_cached_tokens
+        return self._output(seq, ())
 
     def abort(self, request_id: str) -> None:
         """Stops a request at this step boundary; its last output reports ABORTED. Unknown ids are ignored."""
-        if self._running is not None and self._running.request.request_id == request_id:
-            self._aborted.append(self._running)
-            self._running = None
-            return
-        for seq in self._waiting:
-            if seq.request.request_id == request_id:
-                self._waiting.remove(seq)
-                self._aborted.append(seq)
-                return
+        seq = self._seqs.pop(request_id, None)
+        if seq is not None:
+            self.scheduler.abort(seq)
+            self._aborted.append(seq)
 
     def has_unfinished(self) -> bool:
-        return bool(self._waiting or self._running or self._aborted)
+        return bool(self._seqs or self._aborted)
 
     def step(self) -> list[StepOutput]:
-        outputs = [self._finish(seq, FinishReason.ABORTED, ()) for seq in self._aborted]
+        outputs = [self._output(seq, ()) for seq in self._aborted]
         self._aborted.clear()
-        if self._running is None and self._waiting:
-            self._running = self._waiting.popleft()
-        seq = self._running
-        if seq is None:
-            return outputs
-        token = self._run_one(seq)
-        seq.output_ids.append(token)
-        reason = None
-        if token in seq.request.stop_token_ids:
-            reason = FinishReason.STOP_TOKEN
-        elif len(seq.output_ids) >= seq.request.max_output_tokens:
-            reason = FinishReason.LENGTH
-        if reason is None:
-            outputs.append(self._output(seq, (token,), None))
-        else:
-            self._running = None
-            outputs.append(self._finish(seq, reason, (token,)))
+        scheduled = self.scheduler.schedule()
+        self._last_batch = scheduled.num_batched_tokens
+        if scheduled.chunks:
+            logits = self.runner.execute(scheduled, self.kv.block_table)
+            sampled = self._sample(scheduled, logits)
+            for seq in self.scheduler.update(scheduled, sampled):
+                outputs.append(self._output(seq, (seq.token_ids[-1],)))
+                if seq.finish_reason is not None:
+                    del self._seqs[seq.id]
         return outputs
 
-    @torch.inference_mode()
-    def _run_one(self, seq: _Sequence) -> int:
-        req = seq.request
-        if seq.cache is None:  # prefill the whole prompt
-            seq.cache = SequenceKVCache(
-                self.model.config, len(req.prompt_ids) + req.max_output_tokens, self.dtype
-            )
-            tokens = list(req.prompt_ids)
-        else:  # decode the last sampled token
-            tokens = [seq.output_ids[-1]]
-        start = seq.cache.num_cached
-        seq.cache.begin_step(len(tokens))
-        hidden = self.model(torch.tensor(tokens), torch.arange(start, start + len(tokens)), seq.cache)
-        seq.cache.end_step()
-        logits = self.model.compute_logits(hidden[-1:])[0]
-        return sample(logits, req.sampling, seq.generator)
-
-    def _output(self, seq: _Sequence, new: tuple[int, ...], reason: FinishReason | None) -> StepOutput:
-        return StepOutput(
-            request_id=seq.request.request_id,
-            new_token_ids=new,
-            num_prompt_tokens=len(seq.request.prompt_ids),
-            num_output_tokens=len(seq.output_ids),
-            finish_reason=reason,
+    def stats(self) -> Stats:
+        pool = self.kv.pool
+        cached = pool.num_cached
+        return Stats(
+            blocks_used=pool.num_used,
+            blocks_free=pool.num_free - cached,
+            blocks_cached=cached,
+            running=len(self.scheduler.running),
+            waiting=len(self.scheduler.waiting),
+            preemptions=self.scheduler.num_preemptions,
+            prefix_query_tokens=self._prefix_query,
+            prefix_hit_tokens=self._prefix_hit,
+            last_batch_tokens=self._last_batch,
         )
 
-    def _finish(self, seq: _Sequence, reason: FinishReason, new: tuple[int, ...]) -> StepOutput:
-        seq.cache = None  # frees its KV memory
-        self._ids.discard(seq.request.request_id)
-        return self._output(seq, new, reason)
+    @staticmethod
+    def _sample(step: SchedulerOutput, logits: torch.Tensor) -> dict[str, int]:
+        seqs = [c.seq for c in step.chunks if c.sample]
+        greedy = torch.argmax(logits, dim=-1).tolist() if len(seqs) else []
+        return {
+            seq.id: greedy[i]
+            if seq.request.sampling.greedy
+            else sample(logits[i], seq.request.sampling, seq.generator)
+            for i, seq in enumerate(seqs)
+        }
+
+    @staticmethod
+    def _output(seq: Sequence, new: tuple[int, ...]) -> StepOutput:
+        return StepOutput(
+            request_id=seq.id,
+            new_token_ids=new,
+            num_prompt_tokens=seq.num_prompt_tokens,
+            num_cached_tokens=seq.num_cached_tokens,
+            num_output_tokens=seq.num_output_tokens,
+            finish_reason=seq.finish_reason,
+        )

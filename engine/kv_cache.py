@@ -1,10 +1,16 @@
-"""KV cache storage that the model attends through.
+"""Paged KV storage and the attention that reads through block tables.
 
-`SequenceKVCache` holds one sequence's keys and values contiguously, sized for its prompt plus its
-output limit. The paged block pool (engine issue) replaces it behind the same `attend()` contract.
+    k, v: [layers, num_blocks, block_size, Hkv, D]      token at position p of a sequence lives in
+                                                          block table[p // block_size], slot p % block_size
+
+Each step the runner calls `begin_step(StepLayout)`; then every layer's `attend()` scatters this
+step's keys/values into their slots and computes attention: all single-token decodes in one batched
+call (keys gathered block-wise, padding masked), each prefill chunk in its own causal call.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -12,39 +18,67 @@ import torch.nn.functional as F
 from engine.config import LlamaConfig
 
 
-class SequenceKVCache:
-    """Keys/values of one sequence: [layers, capacity, Hkv, D] each."""
+@dataclass(slots=True, frozen=True)
+class PrefillSpan:
+    token_start: int  # index of the chunk's first token in the step's flat token dimension
+    num_tokens: int  # chunk length
+    context_len: int  # tokens the chunk attends over (cached prefix + chunk)
+    blocks: torch.Tensor  # [ceil(context_len / block_size)] block ids, int64
 
-    def __init__(self, cfg: LlamaConfig, capacity: int, dtype: torch.dtype) -> None:
-        shape = (cfg.num_layers, capacity, cfg.num_kv_heads, cfg.head_dim)
+
+@dataclass(slots=True, frozen=True)
+class StepLayout:
+    slot_mapping: torch.Tensor  # [T] flat cache slot of every token of the step, int64
+    decode_token_index: torch.Tensor  # [Bd] positions of decode tokens in the flat dimension
+    decode_tables: torch.Tensor  # [Bd, max_blocks] padded block tables of decode sequences
+    decode_mask: torch.Tensor  # [Bd, 1, 1, max_blocks * block_size] True where a key is valid
+    prefills: tuple[PrefillSpan, ...]
+
+
+class PagedKVCache:
+    def __init__(self, cfg: LlamaConfig, num_blocks: int, block_size: int, dtype: torch.dtype) -> None:
+        shape = (cfg.num_layers, num_blocks, block_size, cfg.num_kv_heads, cfg.head_dim)
         self.k = torch.zeros(shape, dtype=dtype)
         self.v = torch.zeros(shape, dtype=dtype)
-        self.capacity = capacity
-        self.num_cached = 0  # tokens whose keys/values are stored
-        self._step_start = 0
-        self._step_len = 0
+        self.block_size = block_size
+        self.num_blocks = num_blocks
+        self._layout: StepLayout | None = None
 
-    def begin_step(self, num_tokens: int) -> None:
-        """Declares that the next forward appends `num_tokens` tokens after the cached ones."""
-        if self.num_cached + num_tokens > self.capacity:
-            raise ValueError(f"KV capacity {self.capacity} exceeded")
-        self._step_start, self._step_len = self.num_cached, num_tokens
+    @staticmethod
+    def bytes_per_block(cfg: LlamaConfig, block_size: int, dtype: torch.dtype) -> int:
+        elem = torch.empty((), dtype=dtype).element_size()
+        return 2 * cfg.num_layers * block_size * cfg.num_kv_heads * cfg.head_dim * elem
 
-    def end_step(self) -> None:
-        self.num_cached = self._step_start + self._step_len
+    def begin_step(self, layout: StepLayout) -> None:
+        self._layout = layout
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        start, t = self._step_start, self._step_len
-        end = start + t
-        self.k[layer, start:end] = k
-        self.v[layer, start:end] = v
-        qh = q.transpose(0, 1).unsqueeze(0)  # [1, Hq, T, D]
-        kh = self.k[layer, :end].transpose(0, 1).unsqueeze(0)  # [1, Hkv, end, D]
-        vh = self.v[layer, :end].transpose(0, 1).unsqueeze(0)
-        mask = None
-        if t > 1:
-            # query i (absolute position start+i) sees keys 0..start+i
-            rows = torch.arange(start, end)[:, None]
-            mask = rows >= torch.arange(end)[None, :]  # [T, end]
-        out = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask, enable_gqa=True)
-        return out[0].transpose(0, 1)  # [T, Hq, D]
+        layout = self._layout
+        assert layout is not None, "begin_step() first"
+        k_cache, v_cache = self.k[layer], self.v[layer]  # [N, bs, Hkv, D]
+        hkv, d = k.shape[1], k.shape[2]
+        k_cache.view(-1, hkv, d).index_copy_(0, layout.slot_mapping, k)
+        v_cache.view(-1, hkv, d).index_copy_(0, layout.slot_mapping, v)
+        out = torch.empty_like(q)  # [T, Hq, D]
+        if layout.decode_token_index.numel():
+            bd = layout.decode_token_index.shape[0]
+            qd = q.index_select(0, layout.decode_token_index).unsqueeze(2)  # [Bd, Hq, 1, D]
+            keys = k_cache[layout.decode_tables].view(bd, -1, hkv, d).transpose(1, 2)  # [Bd, Hkv, L, D]
+            vals = v_cache[layout.decode_tables].view(bd, -1, hkv, d).transpose(1, 2)
+            od = F.scaled_dot_product_attention(qd, keys, vals, attn_mask=layout.decode_mask, enable_gqa=True)
+            out.index_copy_(0, layout.decode_token_index, od.squeeze(2))
+        for span in layout.prefills:
+            s, n, ctx = span.token_start, span.num_tokens, span.context_len
+            qp = q[s : s + n].transpose(0, 1).unsqueeze(0)  # [1, Hq, n, D]
+            keys = (
+                k_cache[span.blocks].view(-1, hkv, d)[:ctx].transpose(0, 1).unsqueeze(0)
+            )  # [1, Hkv, ctx, D]
+            vals = v_cache[span.blocks].view(-1, hkv, d)[:ctx].transpose(0, 1).unsqueeze(0)
+            if ctx == n:
+                op = F.scaled_dot_product_attention(qp, keys, vals, is_causal=True, enable_gqa=True)
+            else:  # query i sits at position ctx - n + i and sees keys 0..ctx - n + i
+                rows = torch.arange(ctx - n, ctx)[:, None]
+                mask = rows >= torch.arange(ctx)[None, :]
+                op = F.scaled_dot_product_attention(qp, keys, vals, attn_mask=mask, enable_gqa=True)
+            out[s : s + n] = op[0].transpose(0, 1)
+        return out

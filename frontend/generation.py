@@ -1,10 +1,12 @@
-"""One generation's event stream: worker token ids in, ordered GenerationEvents out.
+"""One generation's event stream: worker responses in, ordered GenerationEvents out.
 
     started -> delta ... -> usage -> finished
 
-Sequence numbers start at 1 and increase by one per event. Text is detokenized incrementally
-(never splitting a UTF-8 character) and passed through the stop-string matcher; a stop string ends
-the generation and cancels the worker request.
+`started` is sent once the worker has admitted the request (so a worker that cannot take it yields
+UNAVAILABLE, not a half-open stream) and carries the prefix-cache hit. Sequence numbers start at 1
+and increase by one per event. Text is detokenized incrementally (never splitting a UTF-8
+character) and passed through the stop-string matcher; a stop string ends the generation and
+cancels the worker request.
 """
 
 from __future__ import annotations
@@ -13,10 +15,20 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import grpc
+
+from frontend.errors import ApiError, unavailable
 from frontend.registry import ServedVersion
 from frontend.stops import StopMatcher
 from frontend.validation import GenerationParams
-from frontend.worker import TritonWorker, WorkerError, WorkerLost, WorkerRequest
+from frontend.worker import (
+    TritonWorker,
+    WorkerCapacityError,
+    WorkerChunk,
+    WorkerError,
+    WorkerLost,
+    WorkerRequest,
+)
 from llm.v1 import generations_pb2 as pb
 
 Reason = pb.Finished.Reason
@@ -30,9 +42,12 @@ class GenerationRun:
     prompt_ids: tuple[int, ...]
     params: GenerationParams
     cache_salt: str  # server-controlled prefix-cache scope (the tenant)
+    tenant_weight: float = 1.0
+    tier: int = 0  # 0 interactive, 1 batch
     epoch: int = 1
     _sequence: int = 0
     output_ids: list[int] = field(default_factory=list)
+    cached_input_tokens: int = 0
     delivered_tokens: int = 0
 
     def _event(self, **kind: Any) -> pb.GenerationEvent:
@@ -44,7 +59,7 @@ class GenerationRun:
     def usage(self) -> pb.TokenUsage:
         return pb.TokenUsage(
             input_tokens=len(self.prompt_ids),
-            cached_input_tokens=0,
+            cached_input_tokens=self.cached_input_tokens,
             output_tokens=len(self.output_ids),
             delivered_output_tokens=self.delivered_tokens,
         )
@@ -63,42 +78,51 @@ class GenerationRun:
             generation_id=self.generation_id,
             epoch=self.epoch,
             cache_salt=self.cache_salt,
+            tenant_weight=self.tenant_weight,
+            tier=self.tier,
         )
 
     async def events(self, worker: TritonWorker) -> AsyncIterator[pb.GenerationEvent]:
-        yield self._event(
-            started=pb.Started(
-                model_version=self.version.version_id,
-                input_tokens=len(self.prompt_ids),
-                cached_input_tokens=0,
-                request_id=self.request_id,
-            )
-        )
-        detok = self.version.tokenizer.detokenizer()
-        stops = StopMatcher(self.params.stop)
-        reason: pb.Finished.Reason = Reason.INTERRUPTED
-        tokens = worker.generate(self.worker_request())
+        """The stream; raises ApiError (before any event) when no worker admits the request."""
+        chunks = worker.generate(self.worker_request())
         try:
-            async for new_ids in tokens:
-                self.output_ids.extend(new_ids)
-                result = stops.feed("".join(detok.step(t) for t in new_ids))
-                self.delivered_tokens += len(new_ids)
-                yield self._event(delta=pb.Delta(text=result.emit, token_ids=new_ids))
-                if result.stopped:
-                    reason = Reason.STOP_SEQUENCE
-                    break
-            else:
-                reason = self._natural_reason()
-        except WorkerLost:
+            first = await _admission(chunks)
+            if first.num_cached_tokens is not None:
+                self.cached_input_tokens = first.num_cached_tokens
+            yield self._event(
+                started=pb.Started(
+                    model_version=self.version.version_id,
+                    input_tokens=len(self.prompt_ids),
+                    cached_input_tokens=self.cached_input_tokens,
+                    request_id=self.request_id,
+                )
+            )
+            detok = self.version.tokenizer.detokenizer()
+            stops = StopMatcher(self.params.stop)
             reason = Reason.INTERRUPTED
-        except WorkerError:
-            reason = Reason.FAILED
+            pending = [first] if first.token_ids else []
+            try:
+                async for chunk in _chain(pending, chunks):
+                    new_ids = chunk.token_ids
+                    self.output_ids.extend(new_ids)
+                    result = stops.feed("".join(detok.step(t) for t in new_ids))
+                    self.delivered_tokens += len(new_ids)
+                    yield self._event(delta=pb.Delta(text=result.emit, token_ids=new_ids))
+                    if result.stopped:
+                        reason = Reason.STOP_SEQUENCE
+                        break
+                else:
+                    reason = self._natural_reason()
+            except WorkerLost:
+                reason = Reason.INTERRUPTED
+            except WorkerError:
+                reason = Reason.FAILED
+            if reason in (Reason.COMPLETED, Reason.OUTPUT_LIMIT):
+                tail = stops.flush()
+                if tail:
+                    yield self._event(delta=pb.Delta(text=tail))
         finally:
-            await tokens.aclose()  # cancels the worker request if it is still running
-        if reason in (Reason.COMPLETED, Reason.OUTPUT_LIMIT):
-            tail = stops.flush()
-            if tail:
-                yield self._event(delta=pb.Delta(text=tail))
+            await chunks.aclose()  # cancels the worker request if it is still running
         usage = self.usage()
         yield self._event(usage=pb.UsageUpdate(usage=usage))
         final = reason not in (Reason.INTERRUPTED, Reason.FAILED)
@@ -115,3 +139,26 @@ class GenerationRun:
         if len(self.output_ids) >= self.params.max_output_tokens:
             return Reason.OUTPUT_LIMIT
         return Reason.INTERRUPTED
+
+
+async def _admission(chunks: AsyncIterator[WorkerChunk]) -> WorkerChunk:
+    """The worker's first response (its admission record, or the first tokens)."""
+    try:
+        return await anext(chunks)
+    except WorkerCapacityError as e:
+        raise unavailable("WORKER_CAPACITY", f"no worker capacity for this request now: {e}") from e
+    except WorkerLost as e:
+        raise unavailable("WORKER_UNAVAILABLE", "the worker is unavailable") from e
+    except WorkerError as e:
+        raise ApiError(
+            grpc.StatusCode.INTERNAL, "WORKER_REJECTED", f"the worker rejected the request: {e}"
+        ) from e
+    except StopAsyncIteration as e:
+        raise unavailable("WORKER_UNAVAILABLE", "the worker ended the request before admitting it") from e
+
+
+async def _chain(first: list[WorkerChunk], rest: AsyncIterator[WorkerChunk]) -> AsyncIterator[WorkerChunk]:
+    for chunk in first:
+        yield chunk
+    async for chunk in rest:
+        yield chunk

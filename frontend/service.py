@@ -58,6 +58,8 @@ class GenerationsService(generations_pb2_grpc.GenerationsServicer):
             prompt_ids=prompt_ids,
             params=req.params,
             cache_salt=tenant.id,
+            tenant_weight=tenant.weight,
+            tier=0 if req.tier == generations_pb2.INTERACTIVE else 1,
         )
         log.info(
             "generation %s tenant=%s model=%s prompt_tokens=%d max_output=%d",
@@ -67,8 +69,13 @@ class GenerationsService(generations_pb2_grpc.GenerationsServicer):
             len(prompt_ids),
             req.params.max_output_tokens,
         )
-        async for event in run.events(self.worker):
-            yield event
+        try:
+            async for event in run.events(self.worker):
+                yield event
+        except ApiError as e:  # raised before the first event: the stream carries only the status
+            log.info("generation %s refused: %s", run.generation_id, e.reason)
+            await context.abort_with_status(e.to_status())
+            return
         log.info("generation %s finished output_tokens=%d", run.generation_id, len(run.output_ids))
 
     async def Converse(self, request_iterator, context):

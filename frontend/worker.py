@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import tritonclient.grpc.aio as triton_aio
-from tritonclient.grpc import InferInput, InferRequestedOutput
+from tritonclient.grpc import InferInput, InferRequestedOutput, InferResult
 from tritonclient.utils import InferenceServerException
 
 
@@ -20,8 +20,25 @@ class WorkerError(Exception):
     """The worker rejected or failed the request (its message says why)."""
 
 
+class WorkerCapacityError(WorkerError):
+    """The worker cannot take the request now (its KV reservation does not fit)."""
+
+
 class WorkerLost(Exception):
     """The stream to the worker broke before the request's final response."""
+
+
+CAPACITY_PREFIX = "capacity: "  # the CPU worker's refusal (triton_models/llm_cpu/1/model.py)
+
+
+@dataclass(slots=True, frozen=True)
+class WorkerChunk:
+    """One streamed response: new tokens (none in the admission response) and cumulative counts."""
+
+    token_ids: list[int]
+    num_input_tokens: int | None  # our workers' extensions; None from a TensorRT-LLM worker
+    num_cached_tokens: int | None
+    num_output_tokens: int | None
 
 
 @dataclass(slots=True, frozen=True)
@@ -37,12 +54,32 @@ class WorkerRequest:
     generation_id: str = ""
     epoch: int = 1
     cache_salt: str = ""
+    tenant_weight: float = 1.0
+    tier: int = 0  # 0 interactive, 1 batch
 
 
 def _tensor(name: str, value: np.ndarray, dtype: str) -> InferInput:
     tensor = InferInput(name, list(value.shape), dtype)
     tensor.set_data_from_numpy(value)
     return tensor
+
+
+OUTPUTS = ("output_ids", "num_input_tokens", "num_cached_tokens", "num_output_tokens")
+
+
+def _count(result: InferResult, name: str) -> int | None:
+    value = result.as_numpy(name)
+    return None if value is None else int(value.reshape(-1)[0])
+
+
+def _chunk(result: InferResult) -> WorkerChunk:
+    ids = result.as_numpy("output_ids")
+    return WorkerChunk(
+        token_ids=[] if ids is None else [int(t) for t in ids.reshape(-1)],
+        num_input_tokens=_count(result, "num_input_tokens"),
+        num_cached_tokens=_count(result, "num_cached_tokens"),
+        num_output_tokens=_count(result, "num_output_tokens"),
+    )
 
 
 def build_inputs(req: WorkerRequest) -> list[InferInput]:
@@ -59,6 +96,8 @@ def build_inputs(req: WorkerRequest) -> list[InferInput]:
         _tensor("generation_id", np.asarray([[req.generation_id.encode()]], dtype=object), "BYTES"),
         _tensor("epoch", np.asarray([[req.epoch]], dtype=np.int64), "INT64"),
         _tensor("cache_salt", np.asarray([[req.cache_salt.encode()]], dtype=object), "BYTES"),
+        _tensor("tenant_weight", np.asarray([[req.tenant_weight]], dtype=np.float32), "FP32"),
+        _tensor("tier", np.asarray([[req.tier]], dtype=np.int32), "INT32"),
     ]
     if req.seed is not None:
         inputs.append(_tensor("random_seed", np.asarray([[req.seed]], dtype=np.uint64), "UINT64"))
@@ -79,15 +118,18 @@ class TritonWorker:
         except InferenceServerException:
             return False
 
-    async def generate(self, req: WorkerRequest) -> AsyncGenerator[list[int], None]:
-        """Yields the new token ids of each streamed response until the final one."""
+    async def generate(self, req: WorkerRequest) -> AsyncGenerator[WorkerChunk, None]:
+        """Yields each streamed response until the final one.
+
+        Raises WorkerCapacityError (refused now), WorkerError (rejected/failed) or WorkerLost.
+        """
         done = asyncio.Event()
 
         async def requests() -> AsyncIterator[dict[str, object]]:
             yield {
                 "model_name": req.model,
                 "inputs": build_inputs(req),
-                "outputs": [InferRequestedOutput("output_ids")],
+                "outputs": [InferRequestedOutput(name) for name in OUTPUTS],
                 "request_id": req.generation_id,
             }
             await done.wait()  # keep the stream open until the final response arrives
@@ -107,12 +149,14 @@ class TritonWorker:
                         raise
                     raise WorkerLost(f"worker stream broke: {type(e).__name__}") from e
                 if error is not None:
-                    raise WorkerError(error.message())
-                ids = result.as_numpy("output_ids")
-                tokens = [] if ids is None else [int(t) for t in ids.reshape(-1)]
+                    message = error.message()
+                    if message.startswith(CAPACITY_PREFIX):
+                        raise WorkerCapacityError(message[len(CAPACITY_PREFIX) :])
+                    raise WorkerError(message)
                 final = result.get_response().parameters.get("triton_final_response")
-                if tokens:
-                    yield tokens
+                chunk = _chunk(result)
+                if chunk.token_ids or chunk.num_input_tokens is not None:
+                    yield chunk
                 if final is not None and final.bool_param:
                     completed = True
                     return

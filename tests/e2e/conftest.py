@@ -25,6 +25,8 @@ def test_config() -> PlatformConfig:
                 {"id": "beta", "api_keys": [KEY_BETA], "weight": 2.0},
             ],
             "triton": {"grpc_port": 0, "http_port": 0, "metrics_port": 0, "exit_timeout_s": 5},
+            # 600 blocks of 16 tokens: one near-context-length request leaves too little for another
+            "models": [{"alias": "smollm2-135m", "kv_cache_blocks": 600, "max_num_batched_tokens": 256}],
         }
     )
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 from tokenizers import Tokenizer
 
-from engine.engine import Engine, EngineError, EngineRequest, FinishReason, StepOutput
+from engine.engine import Engine, EngineConfig, EngineError, EngineRequest, FinishReason, StepOutput
 from engine.model import load_model
 from engine.sampler import SamplingParams
 from tests.conftest import hf_greedy
@@ -90,14 +90,15 @@ def test_seeded_sampling_is_reproducible(engine_model, tokenizer) -> None:
 def test_abort_ends_request_with_aborted(engine_model) -> None:
     engine = Engine(engine_model)
     engine.add_request(EngineRequest("a", (1, 2, 3), 50))
-    engine.add_request(EngineRequest("b", (4, 5, 6), 2))
-    engine.step()
+    engine.add_request(EngineRequest("b", (4, 5, 6, 7), 2))
+    first = engine.step()
+    assert [o.request_id for o in first] == ["a", "b"]
     engine.abort("a")
     engine.abort("unknown")  # ignored
     outputs = run_to_end(engine)
     assert outputs["a"][-1].finish_reason is FinishReason.ABORTED
     assert outputs["a"][-1].num_output_tokens == 1
-    assert len(tokens_of(outputs["b"])) == 2
+    assert len(tokens_of(first[1:] + outputs["b"])) == 2
 
 
 @pytest.mark.parametrize(
@@ -117,6 +118,6 @@ def test_bfloat16_model_loads_and_generates(artifact_dir: Path) -> None:
     model = load_model(artifact_dir, torch.bfloat16)
     assert model.model.embed_tokens.weight.dtype is torch.bfloat16
     assert model.rotary.inv_freq.dtype is torch.float32
-    engine = Engine(model, torch.bfloat16)
+    engine = Engine(model, EngineConfig(dtype=torch.bfloat16, num_blocks=64))
     engine.add_request(EngineRequest("a", (504, 3575, 282, 4649, 314), 4))
     assert len(tokens_of(run_to_end(engine)["a"])) == 4

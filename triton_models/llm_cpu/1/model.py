@@ -2,13 +2,18 @@
 
 `execute()` only enqueues requests; one background thread runs the engine loop and streams through
 each request's own response sender. Every request receives exactly one FINAL flag, on every path:
-finished, cancelled, rejected or failed. Prompts and outputs are never logged.
+finished, cancelled, refused or failed. Prompts and outputs are never logged.
+
+Responses (streaming): first an admission response with no tokens, then the new tokens of each
+step; every response carries the cumulative counts. A request the pool cannot take now is refused
+at once with an error starting "capacity:", which the frontend maps to UNAVAILABLE.
 """
 
 import json
 import queue
 import sys
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -17,6 +22,9 @@ import triton_python_backend_utils as pb_utils
 
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 IDLE_WAIT_S = 0.05
+METRICS_INTERVAL_S = 0.5
+DEFAULT_KV_BLOCKS = 1024
+CAPACITY_PREFIX = "capacity: "
 
 
 def _optional(request, name):
@@ -26,7 +34,10 @@ def _optional(request, name):
 
 def _scalar(request, name, default):
     values = _optional(request, name)
-    return default if values is None or values.size == 0 else values[0].item()
+    if values is None or values.size == 0:
+        return default
+    value = values[0]
+    return value.item() if hasattr(value, "item") else value  # BYTES tensors hold plain bytes
 
 
 class _Live:
@@ -41,40 +52,120 @@ class _Live:
         self.held = []  # non-streaming: every token, sent once at the end
 
 
+class _Metrics:
+    """Worker metrics on Triton's metrics endpoint (custom metrics API)."""
+
+    def __init__(self, model_name):
+        g, c = pb_utils.MetricFamily.GAUGE, pb_utils.MetricFamily.COUNTER
+        self.families = [
+            pb_utils.MetricFamily("llm_worker_kv_blocks", "KV cache blocks by state (used, free, cached)", g),
+            pb_utils.MetricFamily("llm_worker_sequences", "Sequences in the engine by state", g),
+            pb_utils.MetricFamily("llm_worker_preemptions_total", "Sequences preempted for recompute", c),
+            pb_utils.MetricFamily("llm_worker_prefix_query_tokens_total", "Prompt tokens looked up", c),
+            pb_utils.MetricFamily("llm_worker_prefix_hit_tokens_total", "Prompt tokens hit in the cache", c),
+            pb_utils.MetricFamily("llm_worker_batch_tokens", "Tokens in the last engine step", g),
+            pb_utils.MetricFamily("llm_worker_steps_total", "Engine steps run", c),
+            pb_utils.MetricFamily("llm_worker_batched_tokens_total", "Tokens computed over all steps", c),
+        ]
+        blocks, seqs, pre, query, hit, batch, steps, batched = self.families
+        label = {"model": model_name}
+        self.gauges = {
+            "blocks_used": blocks.Metric({**label, "state": "used"}),
+            "blocks_free": blocks.Metric({**label, "state": "free"}),
+            "blocks_cached": blocks.Metric({**label, "state": "cached"}),
+            "running": seqs.Metric({**label, "state": "running"}),
+            "waiting": seqs.Metric({**label, "state": "waiting"}),
+            "last_batch_tokens": batch.Metric(label),
+        }
+        self.counters = {
+            "preemptions": pre.Metric(label),
+            "prefix_query_tokens": query.Metric(label),
+            "prefix_hit_tokens": hit.Metric(label),
+            "steps": steps.Metric(label),
+            "batched_tokens": batched.Metric(label),
+        }
+        self.reported = dict.fromkeys(self.counters, 0)
+        self.steps = 0
+        self.batched_tokens = 0
+        self.next_at = 0.0
+
+    def on_step(self, stats):
+        self.steps += 1
+        self.batched_tokens += stats.last_batch_tokens
+
+    def publish(self, stats, force=False):
+        now = time.monotonic()
+        if not force and now < self.next_at:
+            return
+        self.next_at = now + METRICS_INTERVAL_S
+        for name, metric in self.gauges.items():
+            metric.set(float(getattr(stats, name)))
+        totals = {
+            "preemptions": stats.preemptions,
+            "prefix_query_tokens": stats.prefix_query_tokens,
+            "prefix_hit_tokens": stats.prefix_hit_tokens,
+            "steps": self.steps,
+            "batched_tokens": self.batched_tokens,
+        }
+        for name, value in totals.items():
+            if value > self.reported[name]:
+                self.counters[name].increment(float(value - self.reported[name]))
+                self.reported[name] = value
+
+    def close(self):
+        self.gauges.clear()
+        self.counters.clear()
+        self.families.clear()
+
+
 class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
         params = {k: v["string_value"] for k, v in config.get("parameters", {}).items()}
         if params["repo_root"] not in sys.path:
             sys.path.insert(0, params["repo_root"])
-        import torch
-
         from engine.artifact import verify
         from engine.config import DTYPES
-        from engine.engine import Engine, EngineError, EngineRequest, FinishReason
+        from engine.engine import (
+            CapacityError,
+            Engine,
+            EngineConfig,
+            EngineError,
+            EngineRequest,
+            FinishReason,
+        )
         from engine.model import load_model
         from engine.sampler import SamplingParams
 
-        self._torch = torch
-        self._types = (EngineError, EngineRequest, FinishReason, SamplingParams)
+        self._types = (CapacityError, EngineError, EngineRequest, FinishReason, SamplingParams)
         self.logger = pb_utils.Logger
         artifact = Path(params["artifact_dir"])
         manifest = verify(artifact)  # raises: Triton marks the model unavailable, never ready
         if manifest.version != params["model_version"]:
             raise ValueError(f"artifact version {manifest.version} != configured {params['model_version']}")
-        dtype = DTYPES[params.get("dtype", "float32")]
-        model = load_model(artifact, dtype)
+        dtype_name = params.get("dtype", "float32")
+        model = load_model(artifact, DTYPES[dtype_name])
+        engine_config = EngineConfig(
+            num_blocks=int(params.get("kv_cache_blocks", "0")) or DEFAULT_KV_BLOCKS,
+            block_size=int(params.get("block_size", "16")),
+            max_num_seqs=int(params.get("max_num_seqs", "64")),
+            max_num_batched_tokens=int(params.get("max_num_batched_tokens", "512")),
+            policy=params.get("scheduler_policy", "guaranteed_no_evict"),
+            dtype=DTYPES[dtype_name],
+            compatibility_key=f"{manifest.compatibility_key}:{dtype_name}",
+        )
         self.eos_ids = frozenset(model.config.eos_token_ids)
-        self.vocab_size = model.config.vocab_size
-        self._new_engine = lambda: Engine(model, dtype)
+        self._new_engine = lambda: Engine(model, engine_config)
         self.engine = self._new_engine()
+        self.metrics = _Metrics(args["model_name"])
         self.incoming: queue.Queue = queue.Queue()
         self.live = {}
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="engine-loop", daemon=True)
         self.thread.start()
         self.logger.log_info(
-            f"model {manifest.version_id} loaded ({params.get('dtype')}), checksums verified"
+            f"model {manifest.version_id} loaded ({dtype_name}, {engine_config.num_blocks} KV blocks "
+            f"of {engine_config.block_size}, {engine_config.policy}), checksums verified"
         )
 
     def execute(self, requests):
@@ -90,6 +181,7 @@ class TritonPythonModel:
         for live in list(self.live.values()):
             self._fail(live, "model is unloading")
         self.live.clear()
+        self.metrics.close()
 
     # --- the engine loop -------------------------------------------------------------------
 
@@ -97,13 +189,14 @@ class TritonPythonModel:
         while not self.stopping.is_set():
             try:
                 self._admit_incoming(block=not self.engine.has_unfinished())
-                if not self.engine.has_unfinished():
-                    continue
-                for rid, live in self.live.items():
-                    if live.request.is_cancelled():
-                        self.engine.abort(rid)
-                for out in self.engine.step():
-                    self._respond(out)
+                if self.engine.has_unfinished():
+                    for rid, live in self.live.items():
+                        if live.request.is_cancelled():
+                            self.engine.abort(rid)
+                    for out in self.engine.step():
+                        self._respond(out)
+                    self.metrics.on_step(self.engine.stats())
+                self.metrics.publish(self.engine.stats(), force=not self.engine.has_unfinished())
             except Exception as e:  # a bug must not kill the loop silently: fail every live request
                 self.logger.log_error(f"engine step failed: {type(e).__name__}: {e}")
                 for live in list(self.live.values()):
@@ -124,48 +217,53 @@ class TritonPythonModel:
                 return
 
     def _admit(self, request):
-        EngineError, EngineRequest, _, SamplingParams = self._types
+        CapacityError, EngineError, EngineRequest, _, SamplingParams = self._types
         live = _Live(request, bool(_scalar(request, "streaming", False)))
         try:
             ids = pb_utils.get_input_tensor_by_name(request, "input_ids").as_numpy().reshape(-1)
             length = int(_scalar(request, "input_lengths", ids.size))
             if not 0 < length <= ids.size:
                 raise EngineError(f"input_lengths {length} does not fit input_ids of {ids.size}")
-            prompt = tuple(int(t) for t in ids[:length])
-            if min(prompt) < 0 or max(prompt) >= self.vocab_size:
-                raise EngineError("input_ids outside the vocabulary")
             end_id = _scalar(request, "end_id", None)
             stop = self.eos_ids if end_id is None else (frozenset() if end_id < 0 else frozenset([end_id]))
             top_k = int(_scalar(request, "runtime_top_k", 0))
             seed = _scalar(request, "random_seed", None)
-            sampling = SamplingParams(
-                temperature=float(_scalar(request, "temperature", 0.0)),
-                top_k=top_k if top_k > 0 else None,
-                top_p=float(_scalar(request, "runtime_top_p", 1.0)),
-                seed=None if seed is None else int(seed),
-            )
+            salt = _scalar(request, "cache_salt", b"")
             rid = request.request_id() or uuid.uuid4().hex
             while rid in self.live:
                 rid = f"{rid}+{uuid.uuid4().hex[:8]}"
-            self.engine.add_request(
+            admitted = self.engine.add_request(
                 EngineRequest(
                     request_id=rid,
-                    prompt_ids=prompt,
+                    prompt_ids=tuple(int(t) for t in ids[:length]),
                     max_output_tokens=int(_scalar(request, "request_output_len", 0)),
-                    sampling=sampling,
+                    sampling=SamplingParams(
+                        temperature=float(_scalar(request, "temperature", 0.0)),
+                        top_k=top_k if top_k > 0 else None,
+                        top_p=float(_scalar(request, "runtime_top_p", 1.0)),
+                        seed=None if seed is None else int(seed),
+                    ),
                     stop_token_ids=stop,
+                    cache_salt=salt.decode() if isinstance(salt, bytes) else str(salt),
+                    tier=int(_scalar(request, "tier", 0)),
+                    weight=float(_scalar(request, "tenant_weight", 1.0)) or 1.0,
                 )
             )
+        except CapacityError as e:
+            self._fail(live, f"{CAPACITY_PREFIX}{e}")
+            return
         except (EngineError, ValueError, TypeError, AttributeError) as e:
             self._fail(live, f"invalid request: {e}")
             return
         self.live[rid] = live
+        if live.streaming:
+            live.sender.send(self._response((), admitted))
 
     def _respond(self, out):
         live = self.live.get(out.request_id)
         if live is None:
             return
-        _, _, FinishReason, _ = self._types
+        _, _, _, FinishReason, _ = self._types
         done = out.finish_reason is not None
         if done:
             del self.live[out.request_id]
@@ -175,17 +273,24 @@ class TritonPythonModel:
         if not live.streaming:
             live.held.extend(out.new_token_ids)
             if done:
-                live.sender.send(self._tokens(live.held), flags=FINAL)
+                live.sender.send(self._response(live.held, out), flags=FINAL)
             return
-        live.sender.send(self._tokens(out.new_token_ids), flags=FINAL if done else 0)
+        live.sender.send(self._response(out.new_token_ids, out), flags=FINAL if done else 0)
 
     @staticmethod
-    def _tokens(ids):
+    def _response(ids, out):
         arr = np.asarray(ids, dtype=np.int32).reshape(1, 1, -1)  # [batch, beam, tokens]
+
+        def count(name, value):
+            return pb_utils.Tensor(name, np.asarray([[value]], dtype=np.int32))
+
         return pb_utils.InferenceResponse(
             output_tensors=[
                 pb_utils.Tensor("output_ids", arr),
-                pb_utils.Tensor("sequence_length", np.asarray([[arr.shape[-1]]], dtype=np.int32)),
+                count("sequence_length", arr.shape[-1]),
+                count("num_input_tokens", out.num_prompt_tokens),
+                count("num_cached_tokens", out.num_cached_tokens),
+                count("num_output_tokens", out.num_output_tokens),
             ]
         )
 

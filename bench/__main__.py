@@ -1,0 +1,22 @@
+"""`python -m bench <suite>`: engine (engine/ against transformers), billing (usage ingestion)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+SUITES = {"engine": "bench.engine", "billing": "bench.billing"}
+
+
+def main() -> int:
+    if len(sys.argv) < 2 or sys.argv[1] not in SUITES:
+        print(f"usage: python -m bench {{{'|'.join(SUITES)}}} [options]", file=sys.stderr)
+        return 2
+    module = importlib.import_module(SUITES[sys.argv[1]])
+    sys.argv = [f"bench {sys.argv[1]}", *sys.argv[2:]]
+    result: int = module.main()
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,211 @@
+"""Continuous batching: each step, one batch under a token budget and a sequence cap.
+
+    schedule() -> SchedulerOutput: running sequences first (decodes and continuing prefill chunks),
+                                   then waiting ones, prefilled in chunks of the remaining budget
+    update(output, sampled)      : advance num_computed_tokens, append tokens, finish, free blocks
+
+Memory policies: `guaranteed_no_evict` reserves prompt + max output blocks at admission and never
+preempts; `max_utilization` allocates as sequences grow and, when the pool runs dry, preempts the
+lowest-priority, most recently admitted running sequence (its KV is recomputed later). Waiting
+sequences are ordered by tier, then by weighted fair share of prefill tokens across cache salts,
+then by arrival. No torch, no clock, no I/O: testable in microseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from engine.kv_cache_manager import KVCacheManager, blocks_for
+from engine.sequence import FinishReason, SeqStatus, Sequence
+
+GUARANTEED_NO_EVICT = "guaranteed_no_evict"
+MAX_UTILIZATION = "max_utilization"
+
+
+class CapacityError(Exception):
+    """The worker cannot take this request now (its reservation does not fit); try elsewhere/later."""
+
+
+@dataclass(slots=True, frozen=True)
+class ScheduledChunk:
+    seq: Sequence
+    start: int  # first token position computed in this step (== num_computed_tokens)
+    num_tokens: int  # tokens computed in this step: 1 for a decode, up to the budget for prefill
+    sample: bool  # the chunk reaches the last known token: sample the next one
+
+
+@dataclass(slots=True, frozen=True)
+class SchedulerOutput:
+    chunks: tuple[ScheduledChunk, ...]  # batch order: decodes first, then prefill chunks
+    preempted: tuple[str, ...]  # sequence ids preempted this step (to recompute later)
+
+    @property
+    def num_batched_tokens(self) -> int:
+        return sum(c.num_tokens for c in self.chunks)
+
+
+class Scheduler:
+    def __init__(
+        self,
+        kv: KVCacheManager,
+        max_num_seqs: int,
+        max_num_batched_tokens: int,
+        policy: str = GUARANTEED_NO_EVICT,
+    ) -> None:
+        if policy not in (GUARANTEED_NO_EVICT, MAX_UTILIZATION):
+            raise ValueError(f"unknown scheduler policy {policy!r}")
+        self.kv = kv
+        self.max_num_seqs = max_num_seqs
+        self.max_num_batched_tokens = max_num_batched_tokens
+        self.policy = policy
+        self.waiting: list[Sequence] = []
+        self.running: list[Sequence] = []
+        self._served: dict[str, float] = {}  # cache salt -> prefill tokens served / weight
+        self.num_preemptions = 0
+
+    # --- admission ----------------------------------------------------------------------------
+
+    def add(self, seq: Sequence) -> None:
+        """Admits atomically or raises CapacityError having changed nothing."""
+        total = blocks_for(seq.num_prompt_tokens + seq.request.max_output_tokens, self.kv.block_size)
+        if total > self.kv.pool.num_blocks:
+            raise CapacityError(f"needs {total} KV blocks, the pool has {self.kv.pool.num_blocks}")
+        if self.policy == GUARANTEED_NO_EVICT and not self.kv.try_reserve(seq.id, total):
+            raise CapacityError(f"needs {total} KV blocks, {self.kv.num_unreserved_blocks} unreserved")
+        if self.policy == GUARANTEED_NO_EVICT:
+            self._match_prefix(seq)  # held while waiting: drawn from its own reservation
+        else:  # held only once it runs, so waiting sequences never pin memory others need
+            seq.num_cached_tokens = self.kv.peek_prefix(seq.token_ids, seq.request.cache_salt)
+        salt = seq.request.cache_salt
+        if salt not in self._served:
+            self._served[salt] = min(self._served.values(), default=0.0)
+        self.waiting.append(seq)
+
+    def _match_prefix(self, seq: Sequence) -> None:
+        """Takes references on the cached prefix now, so it cannot be evicted while waiting."""
+        seq.num_computed_tokens = self.kv.match_prefix(seq.id, seq.token_ids, seq.request.cache_salt)
+        seq.matched_prefix = True
+        if seq.num_preemptions == 0:
+            seq.num_cached_tokens = seq.num_computed_tokens
+
+    def abort(self, seq: Sequence) -> None:
+        """Removes a sequence from all future scheduling and frees its blocks.
+
+        Called between steps, so no in-flight step can still read the blocks.
+        """
+        if seq in self.waiting:
+            self.waiting.remove(seq)
+        if seq in self.running:
+            self.running.remove(seq)
+        self._finish(seq, FinishReason.ABORTED)
+
+    def has_unfinished(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    # --- one step -----------------------------------------------------------------------------
+
+    def schedule(self) -> SchedulerOutput:
+        budget = self.max_num_batched_tokens
+        chunks: list[ScheduledChunk] = []
+        preempted: list[str] = []
+        scheduled: set[int] = set()
+        # running sequences, decodes before continuing prefills, by priority
+        for seq in sorted(self.running, key=lambda s: (s.num_uncomputed > 1, s.request.tier, s.arrival)):
+            if budget == 0:
+                break
+            if seq.status is not SeqStatus.RUNNING:
+                continue  # preempted earlier in this loop
+            n = min(seq.num_uncomputed, budget)
+            while not self.kv.allocate_slots(seq.id, seq.num_computed_tokens + n):
+                victim = self._victim(exclude=scheduled)
+                self._preempt(victim)
+                preempted.append(victim.id)
+                if victim is seq:
+                    break
+            if seq.status is SeqStatus.RUNNING:
+                chunks.append(self._chunk(seq, n))
+                scheduled.add(id(seq))
+                budget -= n
+        # waiting sequences, unless memory was short this step
+        while not preempted and budget > 0 and self.waiting and len(self.running) < self.max_num_seqs:
+            seq = self._next_waiting()
+            if not seq.matched_prefix:  # max_utilization, or preempted: blocks may still be cached
+                self._match_prefix(seq)
+            n = min(seq.num_uncomputed, budget)
+            if not self.kv.allocate_slots(seq.id, seq.num_computed_tokens + n):
+                if self.policy == MAX_UTILIZATION:  # wait without pinning any block
+                    self.kv.release_blocks(seq.id)
+                    seq.num_computed_tokens, seq.matched_prefix = 0, False
+                break  # never preempt for new work
+            self.waiting.remove(seq)
+            seq.status = SeqStatus.RUNNING
+            self.running.append(seq)
+            chunks.append(self._chunk(seq, n))
+            budget -= n
+        for c in chunks:
+            if c.num_tokens > 1 or c.seq.num_output_tokens == 0:
+                salt = c.seq.request.cache_salt
+                self._served[salt] = self._served.get(salt, 0.0) + c.num_tokens / c.seq.request.weight
+        return SchedulerOutput(tuple(chunks), tuple(preempted))
+
+    def update(self, output: SchedulerOutput, sampled: dict[str, int]) -> list[Sequence]:
+        """Applies a finished step; returns the sequences that got a token (finished ones included)."""
+        touched = []
+        for c in output.chunks:
+            seq = c.seq
+            if seq.status is not SeqStatus.RUNNING:
+                continue  # aborted while the step ran
+            seq.num_computed_tokens = c.start + c.num_tokens
+            salt = seq.request.cache_salt
+            self.kv.cache_full_blocks(seq.id, seq.token_ids, seq.num_computed_tokens, salt)
+            if not c.sample:
+                continue
+            token = sampled[seq.id]
+            seq.token_ids.append(token)
+            touched.append(seq)
+            if token in seq.request.stop_token_ids:
+                self._remove_running(seq, FinishReason.STOP_TOKEN)
+            elif seq.num_output_tokens >= seq.request.max_output_tokens:
+                self._remove_running(seq, FinishReason.LENGTH)
+        return touched
+
+    # --- helpers ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _chunk(seq: Sequence, n: int) -> ScheduledChunk:
+        return ScheduledChunk(
+            seq, seq.num_computed_tokens, n, seq.num_computed_tokens + n == len(seq.token_ids)
+        )
+
+    def _next_waiting(self) -> Sequence:
+        return min(
+            self.waiting,
+            key=lambda s: (s.request.tier, self._served.get(s.request.cache_salt, 0.0), s.arrival),
+        )
+
+    def _victim(self, exclude: Iterable[int]) -> Sequence:
+        """Lowest priority (highest tier), most recently admitted running sequence."""
+        if self.policy == GUARANTEED_NO_EVICT:
+            raise AssertionError("a reserved sequence failed to allocate")
+        skip = set(exclude)  # already in this step's batch; the requester itself is never skipped
+        return max((s for s in self.running if id(s) not in skip), key=lambda s: (s.request.tier, s.arrival))
+
+    def _preempt(self, seq: Sequence) -> None:
+        self.running.remove(seq)
+        self.kv.release_blocks(seq.id)
+        seq.status = SeqStatus.WAITING
+        seq.num_preemptions += 1
+        seq.num_computed_tokens = 0
+        seq.matched_prefix = False
+        self.waiting.append(seq)
+        self.num_preemptions += 1
+
+    def _remove_running(self, seq: Sequence, reason: FinishReason) -> None:
+        self.running.remove(seq)
+        self._finish(seq, reason)
+
+    def _finish(self, seq: Sequence, reason: FinishReason) -> None:
+        seq.status = SeqStatus.FINISHED
+        seq.finish_reason = reason
+        self.kv.free(seq.id)

@@ -1,0 +1,76 @@
+"""A request inside the engine, and the request/result value objects at the engine's boundary."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import torch
+
+from engine.sampler import SamplingParams
+
+
+class FinishReason(enum.Enum):
+    STOP_TOKEN = "stop_token"  # produced one of the request's stop token ids (end of sequence)
+    LENGTH = "length"  # reached max_output_tokens
+    ABORTED = "aborted"  # aborted by the driver (client cancellation)
+
+
+class SeqStatus(enum.IntEnum):
+    """WAITING -> RUNNING -> FINISHED; a preempted sequence goes back to WAITING and recomputes."""
+
+    WAITING = 0
+    RUNNING = 1
+    FINISHED = 2
+
+
+@dataclass(slots=True, frozen=True)
+class EngineRequest:
+    request_id: str
+    prompt_ids: tuple[int, ...]
+    max_output_tokens: int
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    stop_token_ids: frozenset[int] = frozenset()  # empty: never stop early (ignore EOS)
+    cache_salt: str = ""  # server-controlled prefix-cache scope (tenant or trust group)
+    tier: int = 0  # lower is scheduled first (0 interactive, 1 batch)
+    weight: float = 1.0  # the salt's weighted-fair share of prefill
+
+
+@dataclass(slots=True, frozen=True)
+class StepOutput:
+    request_id: str
+    new_token_ids: tuple[int, ...]  # tokens produced for this request in this step
+    num_prompt_tokens: int
+    num_cached_tokens: int  # prompt tokens served from the prefix cache at admission
+    num_output_tokens: int  # cumulative
+    finish_reason: FinishReason | None  # set on the request's last output
+
+
+@dataclass(slots=True, eq=False)
+class Sequence:
+    request: EngineRequest
+    arrival: int  # admission order
+    generator: torch.Generator | None
+    token_ids: list[int]  # prompt, then every generated token
+    num_computed_tokens: int = 0  # tokens whose KV is in the cache
+    num_cached_tokens: int = 0  # of the prompt, found in the prefix cache at first scheduling
+    status: SeqStatus = SeqStatus.WAITING
+    matched_prefix: bool = False  # prefix blocks referenced for the current residency
+    num_preemptions: int = 0
+    finish_reason: FinishReason | None = None
+
+    @property
+    def id(self) -> str:
+        return self.request.request_id
+
+    @property
+    def num_prompt_tokens(self) -> int:
+        return len(self.request.prompt_ids)
+
+    @property
+    def num_output_tokens(self) -> int:
+        return len(self.token_ids) - self.num_prompt_tokens
+
+    @property
+    def num_uncomputed(self) -> int:
+        return len(self.token_ids) - self.num_computed_tokens

@@ -1,0 +1,118 @@
+"""The engine behind Triton, seen over gRPC: capacity refusal, tenant-scoped prefix caching, and
+the worker's metrics on Triton's metrics endpoint."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import urllib.request
+
+import grpc
+import pytest
+
+from frontend.platform import Platform
+from llm.v1 import generations_pb2 as pb
+from llm.v1 import generations_pb2_grpc
+from tests.e2e.conftest import KEY_ALPHA, KEY_BETA, auth
+from tests.e2e.test_errors import expect_error
+from tests.engine.helpers import LONG_TEXT
+
+Reason = pb.Finished.Reason
+
+
+def scrape(platform: Platform) -> dict[str, float]:
+    assert platform.triton is not None
+    url = f"http://127.0.0.1:{platform.triton.metrics_port}/metrics"
+    body = urllib.request.urlopen(url, timeout=10).read().decode()
+    values = {}
+    for line in body.splitlines():
+        match = re.match(r"^(llm_worker_\w+)(?:\{([^}]*)\})? ([0-9.e+-]+)$", line)
+        if match:
+            state = re.search(r'state="(\w+)"', match.group(2) or "")
+            values[match.group(1) + (f":{state.group(1)}" if state else "")] = float(match.group(3))
+    return values
+
+
+async def test_request_whose_reservation_does_not_fit_is_unavailable(channel, platform: Platform) -> None:
+    stub = generations_pb2_grpc.GenerationsStub(channel)
+    hog = stub.Generate(
+        pb.GenerateRequest(
+            model="smollm2-135m",
+            prompt="Count:",
+            max_output_tokens=8000,
+            sampling=pb.SamplingParams(ignore_eos=True),
+        ),
+        metadata=auth(),
+    )
+    first = await hog.read()
+    assert first.HasField("started")  # 501 of the 600 blocks are now reserved
+    try:
+        error = await expect_error(
+            lambda: stub.Generate(
+                pb.GenerateRequest(model="smollm2-135m", prompt="Hello", max_output_tokens=2000),
+                metadata=auth(),
+            ),
+            grpc.StatusCode.UNAVAILABLE,
+            "WORKER_CAPACITY",
+        )
+        assert "blocks" in (error.details() or "")
+    finally:
+        hog.cancel()
+    # the refused request left nothing behind: a fitting one runs at once
+    events = [
+        e
+        async for e in stub.Generate(
+            pb.GenerateRequest(model="smollm2-135m", prompt="Hello", max_output_tokens=3),
+            metadata=auth(),
+            timeout=60,
+        )
+    ]
+    assert events[-1].finished.reason == Reason.OUTPUT_LIMIT
+
+
+async def test_prefix_cache_is_scoped_to_the_tenant(channel, platform: Platform) -> None:
+    stub = generations_pb2_grpc.GenerationsStub(channel)
+    prompt = LONG_TEXT[:2400]
+
+    async def run(key: str) -> list[pb.GenerationEvent]:
+        req = pb.GenerateRequest(model="smollm2-135m", prompt=prompt, max_output_tokens=6)
+        return [e async for e in stub.Generate(req, metadata=auth(key))]
+
+    first, second, other = await run(KEY_ALPHA), await run(KEY_ALPHA), await run(KEY_BETA)
+    n = first[0].started.input_tokens
+    assert n > 400
+    assert second[0].started.cached_input_tokens >= n - 16
+    assert other[0].started.cached_input_tokens == 0
+    assert second[-1].finished.usage.cached_input_tokens == second[0].started.cached_input_tokens
+    ids = [
+        [t for e in events if e.HasField("delta") for t in e.delta.token_ids]
+        for events in (first, second, other)
+    ]
+    assert ids[0] == ids[1] == ids[2]
+
+
+async def test_worker_metrics_move_with_traffic(channel, platform: Platform) -> None:
+    before = scrape(platform)
+    stub = generations_pb2_grpc.GenerationsStub(channel)
+    req = pb.GenerateRequest(model="smollm2-135m", prompt=LONG_TEXT[:600], max_output_tokens=4)
+    for _ in range(2):
+        _ = [e async for e in stub.Generate(req, metadata=auth())]
+    after = scrape(platform)
+    for _ in range(50):  # the worker publishes its gauges when idle, right after the last response
+        if after.get("llm_worker_kv_blocks:used") == 0:
+            break
+        await asyncio.sleep(0.1)
+        after = scrape(platform)
+    for name in ("llm_worker_kv_blocks:used", "llm_worker_kv_blocks:free", "llm_worker_kv_blocks:cached"):
+        assert name in after
+    assert after["llm_worker_kv_blocks:used"] + after["llm_worker_kv_blocks:free"] + after[
+        "llm_worker_kv_blocks:cached"
+    ] == pytest.approx(600)
+    assert after["llm_worker_kv_blocks:used"] == 0  # everything finished: nothing referenced
+    assert after["llm_worker_kv_blocks:cached"] > 0
+    assert after["llm_worker_prefix_hit_tokens_total"] > before.get("llm_worker_prefix_hit_tokens_total", 0)
+    assert after["llm_worker_prefix_query_tokens_total"] > before.get(
+        "llm_worker_prefix_query_tokens_total", 0
+    )
+    assert after["llm_worker_steps_total"] > before.get("llm_worker_steps_total", 0)
+    assert after["llm_worker_sequences:running"] == 0 and after["llm_worker_sequences:waiting"] == 0

@@ -1,0 +1,119 @@
+"""The scheduler without a model: budgets, chunking, ordering, fairness, reservations, preemption."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.scheduler import MAX_UTILIZATION, CapacityError, SchedulerOutput
+from engine.sequence import FinishReason, SeqStatus
+from tests.engine.helpers import make_scheduler, make_seq
+
+
+def plan(out: SchedulerOutput) -> list[tuple[str, int, int, bool]]:
+    return [(c.seq.id, c.start, c.num_tokens, c.sample) for c in out.chunks]
+
+
+def run_step(sched, token: int = 999):
+    out = sched.schedule()
+    sched.update(out, {c.seq.id: token for c in out.chunks if c.sample})
+    return out
+
+
+def test_long_prompt_is_prefilled_in_budgeted_chunks_while_others_decode() -> None:
+    sched = make_scheduler(max_num_batched_tokens=16)
+    a = make_seq("a", 5, max_out=10)
+    sched.add(a)
+    assert plan(run_step(sched)) == [("a", 0, 5, True)]
+    b = make_seq("b", 40)
+    sched.add(b)
+    assert plan(run_step(sched)) == [("a", 5, 1, True), ("b", 0, 15, False)]
+    assert plan(run_step(sched)) == [("a", 6, 1, True), ("b", 15, 15, False)]
+    assert plan(run_step(sched)) == [("a", 7, 1, True), ("b", 30, 10, True)]
+    assert plan(run_step(sched)) == [("a", 8, 1, True), ("b", 40, 1, True)]
+
+
+def test_sequence_cap_and_token_budget() -> None:
+    sched = make_scheduler(max_num_seqs=2, max_num_batched_tokens=100)
+    for i in range(3):
+        sched.add(make_seq(f"s{i}", 8))
+    assert [c.seq.id for c in run_step(sched).chunks] == ["s0", "s1"]
+    assert len(sched.waiting) == 1
+
+
+def test_interactive_tier_is_admitted_before_batch() -> None:
+    sched = make_scheduler(max_num_batched_tokens=8)
+    sched.add(make_seq("batch", 8, tier=1))
+    sched.add(make_seq("inter", 8, tier=0))
+    assert plan(sched.schedule())[0][0] == "inter"
+
+
+def test_weighted_fair_share_across_salts() -> None:
+    """Tenant A's burst of long prompts does not monopolise prefill: B's prompts interleave."""
+    sched = make_scheduler(num_blocks=512, max_num_seqs=16, max_num_batched_tokens=32)
+    for i in range(4):
+        sched.add(make_seq(f"a{i}", 32, max_out=1, salt="A"))
+    for i in range(2):
+        sched.add(make_seq(f"b{i}", 32, max_out=1, salt="B"))
+    first = [run_step(sched).chunks[-1].seq.id for _ in range(4)]
+    assert first == ["a0", "b0", "a1", "b1"]
+
+
+def test_weights_skew_the_share() -> None:
+    sched = make_scheduler(num_blocks=512, max_num_seqs=16, max_num_batched_tokens=16)
+    for i in range(4):
+        sched.add(make_seq(f"a{i}", 16, max_out=1, salt="A", weight=3.0))
+        sched.add(make_seq(f"b{i}", 16, max_out=1, salt="B", weight=1.0))
+    order = [run_step(sched).chunks[-1].seq.id for _ in range(6)]
+    # served/weight: A advances 16/3 per prompt, B 16; ties go to the earlier arrival
+    assert order == ["a0", "b0", "a1", "a2", "b1", "a3"]
+
+
+def test_guaranteed_no_evict_reserves_at_admission_and_refuses_at_once() -> None:
+    sched = make_scheduler(num_blocks=10, block_size=4)
+    sched.add(make_seq("a", 12, max_out=12))  # 6 blocks reserved
+    free_before = sched.kv.pool.num_free
+    with pytest.raises(CapacityError):
+        sched.add(make_seq("b", 12, max_out=8))  # needs 5, only 4 unreserved
+    assert sched.kv.pool.num_free == free_before and sched.kv.num_unreserved_blocks == 4
+    assert [s.id for s in sched.waiting] == ["a"]
+    sched.add(make_seq("c", 8, max_out=8))  # exactly 4
+    with pytest.raises(CapacityError, match="the pool has 10"):
+        sched.add(make_seq("d", 40, max_out=8))
+
+
+def test_max_utilization_preempts_lowest_priority_most_recent() -> None:
+    sched = make_scheduler(num_blocks=6, block_size=4, max_num_batched_tokens=64, policy=MAX_UTILIZATION)
+    old, new = make_seq("old", 8, max_out=16), make_seq("new", 8, max_out=16)
+    sched.add(old)
+    sched.add(new)
+    run_step(sched)  # both prefilled: 4 blocks used
+    steps = [run_step(sched) for _ in range(5)]
+    preempted = [p for s in steps for p in s.preempted]
+    assert preempted and preempted[0] == "new"
+    assert new.status is SeqStatus.WAITING and new.num_computed_tokens == 0
+    assert old.status is SeqStatus.RUNNING
+    assert sched.num_preemptions >= 1
+    sched.kv.check()
+
+
+def test_finished_and_aborted_sequences_free_their_blocks() -> None:
+    sched = make_scheduler(num_blocks=16, block_size=4)
+    a, b = make_seq("a", 6, max_out=2), make_seq("b", 6, max_out=50)
+    sched.add(a)
+    sched.add(b)
+    run_step(sched)
+    run_step(sched)
+    assert a.finish_reason is FinishReason.LENGTH
+    sched.abort(b)
+    assert b.finish_reason is FinishReason.ABORTED
+    assert sched.kv.pool.num_used == 0 and sched.kv.num_unreserved_blocks == 16
+    assert not sched.has_unfinished()
+
+
+def test_stop_token_finishes() -> None:
+    sched = make_scheduler()
+    seq = make_seq("a", 4, max_out=10)
+    object.__setattr__(seq.request, "stop_token_ids", frozenset({7}))
+    sched.add(seq)
+    run_step(sched, token=7)
+    assert seq.finish_reason is FinishReason.STOP_TOKEN and seq.num_output_tokens == 1
