@@ -1,0 +1,1 @@
+"""Benchmarks: `python -m bench <name>` or `python -m bench.<name>`; reports, never timed tests."""

@@ -1,0 +1,205 @@
+"""The tenant ledger: admission reserves (prompt + max output) tokens, the seal releases them.
+
+At admission, in the caller's transaction (usually the one that created the generation):
+- live load: one more concurrent generation, and its reserved tokens, within the tenant's
+  `max_concurrent_generations` and `max_queued_tokens`;
+- rate budget: the prompt tokens and max_output_tokens are charged to the current fixed window,
+  within `input_tokens_per_minute` / `output_tokens_per_minute` scaled to the window length.
+At the seal of the generation's last attempt the live load is released and the unused part of the
+reservation (reserved minus billed) is refunded to the window it was charged to.
+Counters change only by conditional UPDATEs, so concurrent admissions never overshoot a quota.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from billing.errors import QuotaExceeded, QuotaKind
+from billing.models import RateWindow, Reservation, TenantLedger, Watermark
+from billing.usage import UsageCounts
+from control.models import Generation, Tenant
+from control.upsert import insert_for
+
+RATE_WINDOW = timedelta(minutes=1)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(slots=True, frozen=True)
+class TenantLoad:
+    active_generations: int
+    reserved_tokens: int
+
+
+@dataclass(slots=True, frozen=True)
+class RateUsage:
+    window_start: datetime
+    input_tokens: int  # charged in [window_start, window_start + window)
+    output_tokens: int
+
+
+def window_start(now: datetime, window: timedelta = RATE_WINDOW) -> datetime:
+    """The start of the fixed window holding `now` (windows are aligned to the Unix epoch)."""
+    return _EPOCH + ((now - _EPOCH) // window) * window
+
+
+def reserve(
+    session: Session, generation: Generation, *, now: datetime, window: timedelta = RATE_WINDOW
+) -> Reservation:
+    """Charges a new generation's reservation to its tenant, or raises `QuotaExceeded` having changed
+    nothing. Idempotent: a generation already reserved returns its reservation."""
+    existing = session.get(Reservation, generation.id)
+    if existing is not None:
+        return existing
+    tenant = session.get(Tenant, generation.tenant_id)
+    if tenant is None:
+        raise LookupError(f"unknown tenant {generation.tenant_id}")
+    start = window_start(now, window)
+    with session.begin_nested():
+        _charge_load(session, tenant, generation.reserved_tokens)
+        _charge_rate(session, tenant, generation, start, now, window)
+        reservation = Reservation(
+            generation_id=generation.id, tenant_id=tenant.id, window_start=start, reserved_at=now
+        )
+        session.add(reservation)
+    return reservation
+
+
+def release_reservation(session: Session, generation: Generation, *, now: datetime) -> Reservation | None:
+    """Releases a terminal generation's reservation once; later calls (and unreserved ones) are no-ops."""
+    reservation = session.get(Reservation, generation.id, with_for_update=True, populate_existing=True)
+    if reservation is None or reservation.released_at is not None:
+        return reservation
+    billed = billed_usage(session, generation.id)
+    refund_in = max(generation.reserved_input_tokens - billed.input_tokens, 0)
+    refund_out = max(generation.reserved_output_tokens - billed.output_tokens, 0)
+    ledger, rate = TenantLedger, RateWindow
+    connection = session.connection()
+    connection.execute(
+        update(ledger)
+        .where(ledger.tenant_id == reservation.tenant_id)
+        .values(
+            active_generations=ledger.active_generations - 1,
+            reserved_tokens=ledger.reserved_tokens - generation.reserved_tokens,
+        )
+    )
+    connection.execute(
+        update(rate)
+        .where(rate.tenant_id == reservation.tenant_id, rate.window_start == reservation.window_start)
+        .values(input_tokens=rate.input_tokens - refund_in, output_tokens=rate.output_tokens - refund_out)
+    )
+    reservation.released_at = now
+    reservation.refunded_input_tokens = refund_in
+    reservation.refunded_output_tokens = refund_out
+    session.flush()
+    return reservation
+
+
+def billed_usage(session: Session, generation_id: str) -> UsageCounts:
+    """The generation's billable watermarks, summed over its attempts."""
+    i, o, c = session.execute(
+        select(
+            func.coalesce(func.sum(Watermark.input_tokens), 0),
+            func.coalesce(func.sum(Watermark.output_tokens), 0),
+            func.coalesce(func.sum(Watermark.cached_input_tokens), 0),
+        ).where(Watermark.generation_id == generation_id)
+    ).one()
+    return UsageCounts(int(i), int(o), int(c))
+
+
+def tenant_load(session: Session, tenant_id: str) -> TenantLoad:
+    ledger = session.get(TenantLedger, tenant_id, populate_existing=True)
+    if ledger is None:
+        return TenantLoad(0, 0)
+    return TenantLoad(ledger.active_generations, ledger.reserved_tokens)
+
+
+def rate_usage(
+    session: Session, tenant_id: str, *, now: datetime, window: timedelta = RATE_WINDOW
+) -> RateUsage:
+    start = window_start(now, window)
+    row = session.get(RateWindow, (tenant_id, start), populate_existing=True)
+    return RateUsage(start, row.input_tokens if row else 0, row.output_tokens if row else 0)
+
+
+def _charge_load(session: Session, tenant: Tenant, tokens: int) -> None:
+    ledger = TenantLedger
+    session.execute(
+        insert_for(session, ledger)
+        .values(tenant_id=tenant.id, active_generations=0, reserved_tokens=0)
+        .on_conflict_do_nothing(index_elements=["tenant_id"])
+    )
+    charged = session.connection().execute(
+        update(ledger)
+        .where(
+            ledger.tenant_id == tenant.id,
+            ledger.active_generations < tenant.max_concurrent_generations,
+            ledger.reserved_tokens + tokens <= tenant.max_queued_tokens,
+        )
+        .values(
+            active_generations=ledger.active_generations + 1,
+            reserved_tokens=ledger.reserved_tokens + tokens,
+        )
+    )
+    if charged.rowcount == 1:
+        return
+    load = tenant_load(session, tenant.id)
+    if load.active_generations >= tenant.max_concurrent_generations:
+        raise QuotaExceeded(
+            tenant.id,
+            QuotaKind.CONCURRENT_GENERATIONS,
+            tenant.max_concurrent_generations,
+            load.active_generations,
+            1,
+            None,
+        )
+    raise QuotaExceeded(
+        tenant.id, QuotaKind.QUEUED_TOKENS, tenant.max_queued_tokens, load.reserved_tokens, tokens, None
+    )
+
+
+def _charge_rate(
+    session: Session,
+    tenant: Tenant,
+    generation: Generation,
+    start: datetime,
+    now: datetime,
+    window: timedelta,
+) -> None:
+    scale = window / timedelta(minutes=1)
+    limit_in = int(tenant.input_tokens_per_minute * scale)
+    limit_out = int(tenant.output_tokens_per_minute * scale)
+    want_in, want_out = generation.reserved_input_tokens, generation.reserved_output_tokens
+    rate = RateWindow
+    session.execute(
+        insert_for(session, rate)
+        .values(tenant_id=tenant.id, window_start=start, input_tokens=0, output_tokens=0)
+        .on_conflict_do_nothing(index_elements=["tenant_id", "window_start"])
+    )
+    charged = session.connection().execute(
+        update(rate)
+        .where(
+            rate.tenant_id == tenant.id,
+            rate.window_start == start,
+            rate.input_tokens + want_in <= limit_in,
+            rate.output_tokens + want_out <= limit_out,
+        )
+        .values(input_tokens=rate.input_tokens + want_in, output_tokens=rate.output_tokens + want_out)
+    )
+    if charged.rowcount == 1:
+        return
+    used = rate_usage(session, tenant.id, now=now, window=window)
+    if used.input_tokens + want_in > limit_in:
+        kind, limit, in_use, wanted = QuotaKind.INPUT_TOKENS_PER_MINUTE, limit_in, used.input_tokens, want_in
+    else:
+        kind, limit, in_use, wanted = (
+            QuotaKind.OUTPUT_TOKENS_PER_MINUTE,
+            limit_out,
+            used.output_tokens,
+            want_out,
+        )
+    retry_after = start + window - now if wanted <= limit else None
+    raise QuotaExceeded(tenant.id, kind, limit, in_use, wanted, retry_after)

@@ -1,0 +1,115 @@
+"""Execution attempts: a new epoch per attempt, a time-limited lease, and the fence on every write.
+
+    start_attempt ──> Lease(generation, epoch, worker, expires_at) ──> renew_lease ... ──> termination
+
+An attempt may write (renew, finish) only while its epoch is the generation's current epoch, it has
+not ended, and its lease has not expired at `now`; otherwise `fence` raises a `FencingError`. So a
+replaced worker's late terminal update is rejected, whatever it carries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy.orm import Session
+
+from billing.seal import seal_attempt
+from billing.usage import open_watermark
+from control.errors import (
+    AttemptEnded,
+    CancelRequested,
+    IllegalTransition,
+    LeaseExpired,
+    LeaseHeld,
+    StaleEpoch,
+)
+from control.generations import lock_generation
+from control.lifecycle import GenerationState, transition
+from control.models import Attempt, Generation
+
+SUPERSEDED = "SUPERSEDED"  # attempt terminal reason: its lease expired and a new attempt replaced it
+
+
+@dataclass(slots=True, frozen=True)
+class Lease:
+    """What a worker's attempt holds: the fencing token for its writes."""
+
+    generation_id: str
+    epoch: int  # 1 for the first attempt, +1 per new attempt
+    worker_id: str
+    expires_at: datetime
+
+
+def start_attempt(
+    session: Session, generation_id: str, *, worker_id: str, now: datetime, lease_for: timedelta
+) -> Lease:
+    """A new epoch on `worker_id`: QUEUED -> RUNNING, or a re-dispatch of a RUNNING generation.
+
+    A current attempt whose lease has expired is interrupted and sealed first (reason SUPERSEDED);
+    one whose lease is still valid raises `LeaseHeld`. A terminal generation raises
+    `IllegalTransition`; one with a cancel request raises `CancelRequested`.
+    """
+    if lease_for <= timedelta(0):
+        raise ValueError("lease_for must be positive")
+    generation = lock_generation(session, generation_id)
+    if generation.state.terminal:
+        raise IllegalTransition(generation.id, str(generation.state), str(GenerationState.RUNNING))
+    if generation.cancel_requested:
+        raise CancelRequested(generation.id)
+    previous = current_attempt(session, generation)
+    if previous is not None and previous.ended_at is None:
+        if previous.lease_expires_at > now:
+            raise LeaseHeld(generation.id, previous.epoch)
+        seal_attempt(
+            session, generation, previous, outcome=GenerationState.INTERRUPTED, reason=SUPERSEDED, now=now
+        )
+    if generation.state is GenerationState.QUEUED:
+        transition(generation, GenerationState.RUNNING, now=now)
+    epoch = (generation.current_epoch or 0) + 1
+    generation.current_epoch = epoch
+    generation.updated_at = now
+    attempt = Attempt(
+        generation_id=generation.id,
+        epoch=epoch,
+        worker_id=worker_id,
+        started_at=now,
+        lease_expires_at=now + lease_for,
+    )
+    session.add(attempt)
+    session.flush()
+    open_watermark(session, generation.id, epoch, now=now)
+    return Lease(generation.id, epoch, worker_id, attempt.lease_expires_at)
+
+
+def renew_lease(session: Session, lease: Lease, *, now: datetime, lease_for: timedelta) -> Lease:
+    """Extends a live lease to `now + lease_for`; a fenced-off attempt gets a `FencingError`."""
+    _, attempt = fence(session, lease, now=now)
+    attempt.lease_expires_at = max(attempt.lease_expires_at, now + lease_for)
+    return Lease(lease.generation_id, lease.epoch, lease.worker_id, attempt.lease_expires_at)
+
+
+def fence(session: Session, lease: Lease, *, now: datetime) -> tuple[Generation, Attempt]:
+    """The locked generation and attempt, if `lease` may still write at `now`; else a `FencingError`.
+
+    The store's lease expiry is authoritative, not `lease.expires_at`.
+    """
+    generation = lock_generation(session, lease.generation_id)
+    attempt = session.get(
+        Attempt, (lease.generation_id, lease.epoch), with_for_update=True, populate_existing=True
+    )
+    if generation.current_epoch != lease.epoch or attempt is None or attempt.worker_id != lease.worker_id:
+        raise StaleEpoch(lease.generation_id, lease.epoch, generation.current_epoch)
+    if attempt.ended_at is not None:
+        raise AttemptEnded(lease.generation_id, lease.epoch)
+    if attempt.lease_expires_at <= now:
+        raise LeaseExpired(lease.generation_id, lease.epoch)
+    return generation, attempt
+
+
+def current_attempt(session: Session, generation: Generation) -> Attempt | None:
+    if generation.current_epoch is None:
+        return None
+    return session.get(
+        Attempt, (generation.id, generation.current_epoch), with_for_update=True, populate_existing=True
+    )

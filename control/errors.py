@@ -1,0 +1,126 @@
+"""Typed errors of the control store. Each maps to one gRPC status at the frontend boundary."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class ControlError(Exception):
+    """Base of every error the control store raises on purpose."""
+
+
+@dataclass(slots=True)
+class GenerationNotFound(ControlError):
+    """NOT_FOUND: no such generation for this tenant (other tenants' generations are not revealed)."""
+
+    generation_id: str
+
+    def __str__(self) -> str:
+        return f"generation {self.generation_id} not found"
+
+
+@dataclass(slots=True)
+class RequestIdConflict(ControlError):
+    """ALREADY_EXISTS, reason REQUEST_ID_CONFLICT: the request id names a different effective payload."""
+
+    tenant_id: str
+    request_id: str
+    generation_id: str  # the existing generation holding this request id
+
+    def __str__(self) -> str:
+        return f"request id {self.request_id!r} is already used by a different request"
+
+
+@dataclass(slots=True)
+class IllegalTransition(ControlError):
+    """FAILED_PRECONDITION: the transition table has no edge from `current` to `requested`."""
+
+    generation_id: str
+    current: str
+    requested: str
+
+    def __str__(self) -> str:
+        return f"generation {self.generation_id}: {self.current} -> {self.requested} is not allowed"
+
+
+@dataclass(slots=True)
+class CancelRequested(ControlError):
+    """FAILED_PRECONDITION: a canceled generation gets no new attempt."""
+
+    generation_id: str
+
+    def __str__(self) -> str:
+        return f"generation {self.generation_id} has a cancel request; no new attempt"
+
+
+@dataclass(slots=True)
+class LeaseHeld(ControlError):
+    """UNAVAILABLE: the current attempt still holds an unexpired lease; it cannot be replaced yet."""
+
+    generation_id: str
+    epoch: int
+
+    def __str__(self) -> str:
+        return f"generation {self.generation_id}: epoch {self.epoch} still holds its lease"
+
+
+class FencingError(ControlError):
+    """A write by an attempt that no longer owns its generation; the write was rejected."""
+
+
+@dataclass(slots=True)
+class StaleEpoch(FencingError):
+    generation_id: str
+    epoch: int  # the epoch the writer holds
+    current_epoch: int | None  # the generation's epoch now; None if it never had an attempt
+
+    def __str__(self) -> str:
+        return f"generation {self.generation_id}: epoch {self.epoch} is stale (current {self.current_epoch})"
+
+
+@dataclass(slots=True)
+class LeaseExpired(FencingError):
+    generation_id: str
+    epoch: int
+
+    def __str__(self) -> str:
+        return f"generation {self.generation_id}: the lease of epoch {self.epoch} has expired"
+
+
+@dataclass(slots=True)
+class AttemptEnded(FencingError):
+    generation_id: str
+    epoch: int
+
+    def __str__(self) -> str:
+        return f"generation {self.generation_id}: attempt {self.epoch} has already ended"
+
+
+@dataclass(slots=True)
+class UnknownModelVersion(ControlError):
+    """INVALID_ARGUMENT: no such model version or alias (or the route has no servable version)."""
+
+    model: str
+
+    def __str__(self) -> str:
+        return f"unknown model {self.model!r}"
+
+
+@dataclass(slots=True)
+class ModelVersionConflict(ControlError):
+    """ALREADY_EXISTS: a version id is immutable; re-registering it with other content is refused."""
+
+    version_id: str
+
+    def __str__(self) -> str:
+        return f"model version {self.version_id} already exists with different content"
+
+
+@dataclass(slots=True)
+class ApiKeyConflict(ControlError):
+    """An API key is already held by another tenant."""
+
+    tenant_id: str
+
+    def __str__(self) -> str:
+        return f"an API key of tenant {self.tenant_id} belongs to another tenant"

@@ -1,0 +1,96 @@
+"""Generation identity: create-or-get unique per (tenant, request id), lookups, and row locks.
+
+A retry with the same request id and the same effective payload gets the existing generation;
+a different payload under the same request id raises `RequestIdConflict`. Concurrent creates are
+safe: `INSERT … ON CONFLICT DO NOTHING` then a read-back decides, whichever transaction wins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from control.errors import GenerationNotFound, RequestIdConflict
+from control.lifecycle import GenerationState
+from control.models import Generation
+from control.upsert import insert_for
+
+
+@dataclass(slots=True, frozen=True)
+class NewGeneration:
+    generation_id: str  # the id to use if this request id is new (the caller generates it)
+    tenant_id: str
+    request_id: str
+    payload_sha256: str  # hex digest of the effective request (model version, tokens, settings)
+    model_version_id: str  # the pinned immutable version, "name@version"
+    reserved_input_tokens: int  # prompt tokens after the exact template
+    reserved_output_tokens: int  # max_output_tokens
+
+    def __post_init__(self) -> None:
+        if self.reserved_input_tokens < 0 or self.reserved_output_tokens < 0:
+            raise ValueError("reserved token counts must be non-negative")
+        if not (self.generation_id and self.tenant_id and self.request_id):
+            raise ValueError("generation id, tenant id and request id must be non-empty")
+
+
+@dataclass(slots=True, frozen=True)
+class CreateOrGet:
+    generation: Generation
+    created: bool  # False: an existing generation with the same request id and payload
+
+
+def create_or_get_generation(session: Session, new: NewGeneration, *, now: datetime) -> CreateOrGet:
+    """The generation for (tenant, request id): inserted QUEUED, or the existing one.
+
+    Raises `RequestIdConflict` if the request id already names a different payload. On PostgreSQL
+    a concurrent insert of the same key waits for the other transaction and then reads its row.
+    """
+    values = {
+        "id": new.generation_id,
+        "tenant_id": new.tenant_id,
+        "request_id": new.request_id,
+        "payload_sha256": new.payload_sha256,
+        "model_version_id": new.model_version_id,
+        "state": GenerationState.QUEUED,
+        "current_epoch": None,
+        "cancel_requested": False,
+        "reserved_input_tokens": new.reserved_input_tokens,
+        "reserved_output_tokens": new.reserved_output_tokens,
+        "created_at": now,
+        "updated_at": now,
+    }
+    stmt = insert_for(session, Generation).values(values)
+    session.execute(stmt.on_conflict_do_nothing(index_elements=["tenant_id", "request_id"]))
+    generation = session.scalars(
+        select(Generation)
+        .where(Generation.tenant_id == new.tenant_id, Generation.request_id == new.request_id)
+        .execution_options(populate_existing=True)
+    ).one()
+    if generation.payload_sha256 != new.payload_sha256:
+        raise RequestIdConflict(new.tenant_id, new.request_id, generation.id)
+    return CreateOrGet(generation, created=generation.id == new.generation_id)
+
+
+def get_generation(session: Session, tenant_id: str, generation_id: str) -> Generation:
+    """The tenant's generation; `GenerationNotFound` for unknown ids and other tenants' generations."""
+    generation = session.get(Generation, generation_id, populate_existing=True)
+    if generation is None or generation.tenant_id != tenant_id:
+        raise GenerationNotFound(generation_id)
+    return generation
+
+
+def find_by_request_id(session: Session, tenant_id: str, request_id: str) -> Generation | None:
+    return session.scalars(
+        select(Generation).where(Generation.tenant_id == tenant_id, Generation.request_id == request_id)
+    ).one_or_none()
+
+
+def lock_generation(session: Session, generation_id: str) -> Generation:
+    """The generation, re-read under a row lock (PostgreSQL `FOR UPDATE`; SQLite holds the write lock)."""
+    generation = session.get(Generation, generation_id, with_for_update=True, populate_existing=True)
+    if generation is None:
+        raise GenerationNotFound(generation_id)
+    return generation

@@ -1,0 +1,142 @@
+"""Immutable model versions, their status lifecycle, and alias routes (weighted, for canaries).
+
+    REGISTERED ──> READY ──> DRAINING ──> RETIRED
+        └──────────────────────────────────^   (and READY <── DRAINING: a drain can be undone)
+
+A version id ("name@version") is immutable: registering it again with the same content is a no-op,
+with other content `ModelVersionConflict`. An alias resolves to one READY version per admission,
+picked by route weight from a caller-supplied uniform draw (randomness is injected).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from control.errors import ModelVersionConflict, UnknownModelVersion
+from control.models import AliasRoute, ModelVersion, ModelVersionStatus
+
+V = ModelVersionStatus
+VERSION_TRANSITIONS: dict[ModelVersionStatus, frozenset[ModelVersionStatus]] = {
+    V.REGISTERED: frozenset({V.READY, V.RETIRED}),
+    V.READY: frozenset({V.DRAINING}),
+    V.DRAINING: frozenset({V.READY, V.RETIRED}),
+    V.RETIRED: frozenset(),
+}
+
+
+@dataclass(slots=True, frozen=True)
+class VersionSpec:
+    name: str
+    version: str
+    weights_sha256: str
+    tokenizer_sha256: str
+    template_sha256: str
+    compatibility_key: str
+    artifact_uri: str  # where workers load it from (a path or URL)
+    adapter: str | None = None  # adapter id@sha256; None for base weights
+
+    @property
+    def version_id(self) -> str:
+        return f"{self.name}@{self.version}"
+
+    def same_content(self, v: ModelVersion) -> bool:
+        return (
+            self.weights_sha256,
+            self.tokenizer_sha256,
+            self.template_sha256,
+            self.compatibility_key,
+            self.adapter,
+        ) == (v.weights_sha256, v.tokenizer_sha256, v.template_sha256, v.compatibility_key, v.adapter)
+
+
+def register_version(session: Session, spec: VersionSpec, *, now: datetime) -> ModelVersion:
+    existing = session.get(ModelVersion, spec.version_id)
+    if existing is not None:
+        if not spec.same_content(existing):
+            raise ModelVersionConflict(spec.version_id)
+        return existing
+    version = ModelVersion(
+        id=spec.version_id,
+        name=spec.name,
+        version=spec.version,
+        weights_sha256=spec.weights_sha256,
+        tokenizer_sha256=spec.tokenizer_sha256,
+        template_sha256=spec.template_sha256,
+        adapter=spec.adapter,
+        compatibility_key=spec.compatibility_key,
+        artifact_uri=spec.artifact_uri,
+        status=ModelVersionStatus.REGISTERED,
+        created_at=now,
+        updated_at=now,
+    )
+    session.add(version)
+    session.flush()
+    return version
+
+
+def set_version_status(
+    session: Session, version_id: str, status: ModelVersionStatus, *, now: datetime
+) -> ModelVersion:
+    """Moves a version along `VERSION_TRANSITIONS`; ValueError for a move the table lacks."""
+    version = session.get(ModelVersion, version_id, with_for_update=True, populate_existing=True)
+    if version is None:
+        raise UnknownModelVersion(version_id)
+    if status is not version.status:
+        if status not in VERSION_TRANSITIONS[version.status]:
+            raise ValueError(f"model version {version_id}: {version.status} -> {status} is not allowed")
+        version.status = status
+        version.updated_at = now
+    return version
+
+
+def set_alias_route(session: Session, alias: str, weights: Mapping[str, float]) -> None:
+    """Replaces the alias' route with `weights` (version id -> relative share > 0)."""
+    if not weights or any(w <= 0 for w in weights.values()):
+        raise ValueError("an alias route needs at least one version, each with a positive weight")
+    if "@" in alias or not alias:
+        raise ValueError(f"alias {alias!r} must be non-empty and contain no '@'")
+    known = set(session.scalars(select(ModelVersion.id).where(ModelVersion.id.in_(weights))))
+    missing = sorted(set(weights) - known)
+    if missing:
+        raise UnknownModelVersion(missing[0])
+    session.execute(delete(AliasRoute).where(AliasRoute.alias == alias))
+    session.add_all(AliasRoute(alias=alias, model_version_id=v, weight=w) for v, w in sorted(weights.items()))
+    session.flush()
+
+
+def alias_routes(session: Session, alias: str) -> dict[str, float]:
+    rows = session.execute(
+        select(AliasRoute.model_version_id, AliasRoute.weight).where(AliasRoute.alias == alias)
+    )
+    return {version_id: weight for version_id, weight in rows}
+
+
+def resolve_model(session: Session, model: str, *, draw: float) -> ModelVersion:
+    """An alias or "name@version" -> one READY version. `draw` is uniform in [0, 1): it picks a
+    route leg by weight (legs in version-id order). `UnknownModelVersion` if nothing READY matches."""
+    if not 0.0 <= draw < 1.0:
+        raise ValueError("draw must be in [0, 1)")
+    if "@" in model:
+        version = session.get(ModelVersion, model)
+        if version is None or version.status is not ModelVersionStatus.READY:
+            raise UnknownModelVersion(model)
+        return version
+    legs = session.execute(
+        select(ModelVersion, AliasRoute.weight)
+        .join(AliasRoute, AliasRoute.model_version_id == ModelVersion.id)
+        .where(AliasRoute.alias == model, ModelVersion.status == ModelVersionStatus.READY)
+        .order_by(ModelVersion.id)
+    ).all()
+    if not legs:
+        raise UnknownModelVersion(model)
+    point = draw * sum(weight for _, weight in legs)
+    for version, weight in legs:
+        if point < weight:
+            return version
+        point -= weight
+    return legs[-1][0]

@@ -1,0 +1,177 @@
+"""The control tables: tenants and their keys, model versions and alias routes, workers, generations
+and their execution attempts. Operations live in the modules named for each noun; the billing
+tables (watermarks, usage events, reservations, budgets) live in `billing.models` on the same `Base`.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+
+from sqlalchemy import Enum, ForeignKey, Index, String, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from control.base import Base
+from control.lifecycle import GenerationState
+
+ID = String(128)  # tenant, worker and generation ids; model names
+SHA256 = String(64)  # lower-case hex digest
+
+
+def _enum(cls: type[enum.Enum], name: str) -> Enum:
+    """A portable enum: VARCHAR + CHECK constraint (no PostgreSQL enum type to migrate)."""
+    return Enum(cls, name=name, native_enum=False, create_constraint=True, length=16)
+
+
+class ModelVersionStatus(enum.StrEnum):
+    REGISTERED = "REGISTERED"  # known, not yet servable
+    READY = "READY"  # routes may send traffic to it
+    DRAINING = "DRAINING"  # live generations finish; no new admissions
+    RETIRED = "RETIRED"  # never served again
+
+
+class WorkerHealth(enum.StrEnum):
+    SERVING = "SERVING"
+    NOT_SERVING = "NOT_SERVING"
+    DRAINING = "DRAINING"  # finishes its live generations, takes no new ones
+
+
+class Tenant(Base):
+    __tablename__ = "tenants"
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    weight: Mapped[float]  # weighted fair queuing share inside a tier
+    max_concurrent_generations: Mapped[int]
+    input_tokens_per_minute: Mapped[int]  # prompt tokens admitted per minute
+    output_tokens_per_minute: Mapped[int]  # max_output_tokens admitted per minute
+    max_queued_tokens: Mapped[int]  # reserved (prompt + max output) tokens of live generations
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+    api_keys: Mapped[list[ApiKey]] = relationship(
+        back_populates="tenant", lazy="raise", cascade="all, delete-orphan", passive_deletes=True
+    )
+
+
+class ApiKey(Base):
+    """An API key, kept only as its sha256 digest."""
+
+    __tablename__ = "api_keys"
+
+    key_sha256: Mapped[str] = mapped_column(SHA256, primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[datetime]
+
+    tenant: Mapped[Tenant] = relationship(back_populates="api_keys", lazy="raise")
+
+
+class ModelVersion(Base):
+    """An immutable weights + tokenizer + template (+ adapter) combination."""
+
+    __tablename__ = "model_versions"
+    __table_args__ = (UniqueConstraint("name", "version"),)
+
+    id: Mapped[str] = mapped_column(String(200), primary_key=True)  # "name@version"
+    name: Mapped[str] = mapped_column(ID)
+    version: Mapped[str] = mapped_column(String(64))
+    weights_sha256: Mapped[str] = mapped_column(SHA256)
+    tokenizer_sha256: Mapped[str] = mapped_column(SHA256)
+    template_sha256: Mapped[str] = mapped_column(SHA256)
+    adapter: Mapped[str | None] = mapped_column(String(200))  # adapter id@sha256, None for base weights
+    compatibility_key: Mapped[str] = mapped_column(String(64))  # equal keys => identical KV for equal ids
+    artifact_uri: Mapped[str] = mapped_column(String(1000))
+    status: Mapped[ModelVersionStatus] = mapped_column(_enum(ModelVersionStatus, "status"))
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+
+class AliasRoute(Base):
+    """One leg of an alias: `weight` is its relative share of the alias' traffic (canaries)."""
+
+    __tablename__ = "alias_routes"
+
+    alias: Mapped[str] = mapped_column(ID, primary_key=True)
+    model_version_id: Mapped[str] = mapped_column(ForeignKey("model_versions.id"), primary_key=True)
+    weight: Mapped[float]
+
+    model_version: Mapped[ModelVersion] = relationship(lazy="raise")
+
+
+class Worker(Base):
+    """A registry entry: what a worker advertised in its last heartbeat (an estimate, not a reservation)."""
+
+    __tablename__ = "workers"
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    address: Mapped[str] = mapped_column(String(200))  # host:port of its Triton gRPC endpoint
+    health: Mapped[WorkerHealth] = mapped_column(_enum(WorkerHealth, "health"))
+    free_blocks: Mapped[int]  # advertised free KV-cache blocks
+    last_heartbeat: Mapped[datetime]
+
+    loaded_versions: Mapped[list[WorkerVersion]] = relationship(
+        lazy="raise", cascade="all, delete-orphan", passive_deletes=True
+    )
+
+
+class WorkerVersion(Base):
+    __tablename__ = "worker_versions"
+
+    worker_id: Mapped[str] = mapped_column(ForeignKey("workers.id", ondelete="CASCADE"), primary_key=True)
+    model_version_id: Mapped[str] = mapped_column(ForeignKey("model_versions.id"), primary_key=True)
+
+
+class Generation(Base):
+    """One logical generation: unique per (tenant, request id); pinned to one model version."""
+
+    __tablename__ = "generations"
+    __table_args__ = (UniqueConstraint("tenant_id", "request_id"),)
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"))
+    request_id: Mapped[str] = mapped_column(String(256))  # client-chosen idempotency key
+    payload_sha256: Mapped[str] = mapped_column(SHA256)  # hash of the effective request
+    model_version_id: Mapped[str] = mapped_column(ForeignKey("model_versions.id"))
+    state: Mapped[GenerationState] = mapped_column(_enum(GenerationState, "state"), index=True)
+    current_epoch: Mapped[int | None]  # epoch of the latest attempt; None before the first
+    cancel_requested: Mapped[bool]
+    cancel_requested_at: Mapped[datetime | None]
+    # The budget reservation, in tokens: the prompt after the exact template, and max_output_tokens.
+    reserved_input_tokens: Mapped[int]
+    reserved_output_tokens: Mapped[int]
+    terminal_reason: Mapped[str | None] = mapped_column(String(64))  # e.g. COMPLETED, OUTPUT_LIMIT
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+    finished_at: Mapped[datetime | None]
+
+    attempts: Mapped[list[Attempt]] = relationship(
+        back_populates="generation", lazy="raise", order_by="Attempt.epoch"
+    )
+
+    @property
+    def reserved_tokens(self) -> int:
+        return self.reserved_input_tokens + self.reserved_output_tokens
+
+
+class Attempt(Base):
+    """One execution of a generation on one worker, identified by its epoch (1, 2, ...).
+
+    Writes by an attempt are accepted only while its epoch is the generation's current one, it has
+    not ended, and `lease_expires_at` is in the future (see `attempts.fence`).
+    """
+
+    __tablename__ = "attempts"
+    __table_args__ = (Index("ix_attempts_open_lease", "ended_at", "lease_expires_at"),)
+
+    generation_id: Mapped[str] = mapped_column(
+        ForeignKey("generations.id", ondelete="CASCADE"), primary_key=True
+    )
+    epoch: Mapped[int] = mapped_column(primary_key=True)
+    # A registry id, deliberately not a foreign key: attempts outlive registry entries.
+    worker_id: Mapped[str] = mapped_column(ID)
+    started_at: Mapped[datetime]
+    lease_expires_at: Mapped[datetime]
+    ended_at: Mapped[datetime | None]
+    outcome: Mapped[GenerationState | None] = mapped_column(_enum(GenerationState, "outcome"))
+    terminal_reason: Mapped[str | None] = mapped_column(String(64))  # e.g. LEASE_EXPIRED, SUPERSEDED
+
+    generation: Mapped[Generation] = relationship(back_populates="attempts", lazy="raise")

@@ -1,0 +1,85 @@
+"""Tenants, their quotas and their API keys (stored only as sha256 digests)."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from control.errors import ApiKeyConflict
+from control.models import ApiKey, Tenant
+
+MAX_QUOTA = 2**31 - 1  # quota columns are 32-bit integers
+
+
+@dataclass(slots=True, frozen=True)
+class TenantSpec:
+    """A tenant as configured (DESIGN §9 `[[tenants]]`)."""
+
+    id: str
+    api_keys: tuple[str, ...] = ()  # plain keys; only their digests are stored
+    weight: float = 1.0
+    max_concurrent_generations: int = 16
+    input_tokens_per_minute: int = 1_000_000
+    output_tokens_per_minute: int = 200_000
+    max_queued_tokens: int = 64_000
+
+    def __post_init__(self) -> None:
+        if not self.id:
+            raise ValueError("a tenant needs an id")
+        if self.weight <= 0:
+            raise ValueError("weight must be positive")
+        limits = (
+            self.max_concurrent_generations,
+            self.input_tokens_per_minute,
+            self.output_tokens_per_minute,
+            self.max_queued_tokens,
+        )
+        if min(limits) < 0 or max(limits) > MAX_QUOTA:
+            raise ValueError(f"quotas must be between 0 and {MAX_QUOTA}")
+
+
+def hash_api_key(api_key: str) -> str:
+    return hashlib.sha256(api_key.encode()).hexdigest()
+
+
+def upsert_tenant(session: Session, spec: TenantSpec, *, now: datetime) -> Tenant:
+    """Creates or updates the tenant; its key set becomes exactly `spec.api_keys`.
+
+    Raises `ApiKeyConflict` if a key belongs to another tenant.
+    """
+    digests = {hash_api_key(k) for k in spec.api_keys}
+    if digests:
+        taken = session.scalars(
+            select(ApiKey.tenant_id).where(ApiKey.key_sha256.in_(digests), ApiKey.tenant_id != spec.id)
+        ).first()
+        if taken is not None:
+            raise ApiKeyConflict(spec.id)
+    tenant = session.get(Tenant, spec.id, with_for_update=True, populate_existing=True)
+    if tenant is None:
+        tenant = Tenant(id=spec.id, created_at=now)
+        session.add(tenant)
+    tenant.weight = spec.weight
+    tenant.max_concurrent_generations = spec.max_concurrent_generations
+    tenant.input_tokens_per_minute = spec.input_tokens_per_minute
+    tenant.output_tokens_per_minute = spec.output_tokens_per_minute
+    tenant.max_queued_tokens = spec.max_queued_tokens
+    tenant.updated_at = now
+    session.flush()
+    held = set(session.scalars(select(ApiKey.key_sha256).where(ApiKey.tenant_id == spec.id)))
+    session.execute(delete(ApiKey).where(ApiKey.tenant_id == spec.id, ApiKey.key_sha256.not_in(digests)))
+    session.add_all(ApiKey(key_sha256=d, tenant_id=spec.id, created_at=now) for d in sorted(digests - held))
+    session.flush()
+    return tenant
+
+
+def tenant_for_api_key(session: Session, api_key: str) -> Tenant | None:
+    """The tenant holding `api_key`, None for an unknown key."""
+    return session.scalars(
+        select(Tenant)
+        .join(ApiKey, ApiKey.tenant_id == Tenant.id)
+        .where(ApiKey.key_sha256 == hash_api_key(api_key))
+    ).one_or_none()

@@ -1,0 +1,15 @@
+"""Dialect-specific INSERT, for `ON CONFLICT DO NOTHING` / `DO UPDATE` on SQLite and PostgreSQL alike."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+
+def insert_for(session: Session, entity: Any) -> postgresql.Insert | sqlite.Insert:
+    """An INSERT into `entity` (a mapped class or table) in the dialect of the session's bind."""
+    if session.get_bind().dialect.name == "postgresql":
+        return postgresql.insert(entity)
+    return sqlite.insert(entity)

@@ -1,0 +1,113 @@
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Engine, inspect, select
+
+from billing.models import UsageEvent, Watermark
+from control.attempts import start_attempt
+from control.base import Base
+from control.migrations import current, downgrade, heads, upgrade
+from control.models import Generation, Tenant
+from control.store import Store
+from tests.control.builders import LEASE, T0, add_tenant, add_version, admit, new_generation
+from tests.control.stores import BACKENDS, empty_engine
+
+ALL_TABLES = {t.name for t in Base.metadata.sorted_tables}
+BILLING_TABLES = {"usage_watermarks", "usage_events", "reservations", "tenant_ledgers", "rate_windows"}
+
+
+def tables(engine: Engine) -> set[str]:
+    return set(inspect(engine).get_table_names()) - {"alembic_version"}
+
+
+def add_rows(engine: Engine) -> None:
+    """A tenant, a version, a running generation and one usage event: data in every kind of table."""
+    store = Store(engine)
+    with store.transaction() as session:
+        add_version(session)
+        add_tenant(session)
+        generation = admit(session, new_generation("r1"), now=T0).generation
+        start_attempt(session, generation.id, worker_id="w1", now=T0, lease_for=LEASE)
+        session.add(
+            UsageEvent(
+                generation_id=generation.id,
+                epoch=1,
+                sequence=1,
+                input_tokens=5,
+                output_tokens=7,
+                cached_input_tokens=0,
+                recorded_at=T0,
+            )
+        )
+
+
+def test_a_single_head() -> None:
+    assert heads() == ("0002",)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_upgrade_from_empty_matches_the_models(backend: str, tmp_path: Path) -> None:
+    with empty_engine(backend, tmp_path) as engine:
+        assert current(engine) is None
+        upgrade(engine)
+        assert current(engine) == "0002"
+        assert tables(engine) == ALL_TABLES
+        with engine.connect() as connection:
+            diff = compare_metadata(MigrationContext.configure(connection), Base.metadata)
+        assert diff == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_downgrade_to_base_and_up_again_with_data_present(backend: str, tmp_path: Path) -> None:
+    with empty_engine(backend, tmp_path) as engine:
+        upgrade(engine)
+        add_rows(engine)
+        downgrade(engine, "0001")
+        assert current(engine) == "0001"
+        assert tables(engine) == ALL_TABLES - BILLING_TABLES
+        with Store(engine).transaction() as session:
+            assert session.scalars(select(Generation.request_id)).all() == ["r1"]
+        downgrade(engine, "base")
+        assert current(engine) is None
+        assert tables(engine) == set()
+        upgrade(engine)
+        assert tables(engine) == ALL_TABLES
+        with Store(engine).transaction() as session:
+            assert session.scalars(select(Tenant)).all() == []
+            assert session.scalars(select(Watermark)).all() == []
+        add_rows(engine)
+        with Store(engine).transaction() as session:
+            assert session.scalars(select(UsageEvent.output_tokens)).all() == [7]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_concurrent_upgrades_migrate_once(backend: str, tmp_path: Path) -> None:
+    with empty_engine(backend, tmp_path) as engine:
+        errors: list[BaseException] = []
+        start = threading.Barrier(3)
+
+        def run() -> None:
+            try:
+                start.wait()
+                upgrade(engine)
+            except BaseException as e:
+                errors.append(e)
+
+        threads = [threading.Thread(target=run) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert current(engine) == "0002"
+        assert tables(engine) == ALL_TABLES
+
+
+def test_upgrade_is_idempotent(store: Store) -> None:
+    upgrade(store.engine)
+    assert current(store.engine) == "0002"

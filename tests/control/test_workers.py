@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy.exc import IntegrityError
+
+from control.models import WorkerHealth
+from control.store import Store
+from control.workers import WorkerReport, heartbeat, list_workers, ready_workers, set_worker_health
+from tests.control.builders import T0, VERSION_ID, add_version, at, version_spec
+
+H = WorkerHealth
+STALE = timedelta(seconds=10)
+
+
+def report(worker_id: str, free: int, *versions: str, health: H = H.SERVING) -> WorkerReport:
+    return WorkerReport(worker_id, f"127.0.0.1:{8000 + len(worker_id)}", health, free, versions)
+
+
+def test_heartbeats_replace_what_a_worker_advertises(store: Store) -> None:
+    v2 = version_spec(version="v2", weights="w2").version_id
+    with store.transaction() as session:
+        add_version(session)
+        add_version(session, version_spec(version="v2", weights="w2"))
+        heartbeat(session, report("w1", 100, VERSION_ID), now=T0)
+    with store.transaction() as session:
+        worker = heartbeat(session, report("w1", 40, v2), now=at(5))
+        assert (worker.free_blocks, worker.last_heartbeat, worker.health) == (40, at(5), H.SERVING)
+    with store.transaction() as session:
+        [(worker, loaded)] = list_workers(session)
+    assert (worker.id, loaded) == ("w1", (v2,))
+
+
+def test_ready_workers_are_fresh_serving_and_loaded_most_free_first(store: Store) -> None:
+    with store.transaction() as session:
+        add_version(session)
+        heartbeat(session, report("a", 10, VERSION_ID), now=at(5))
+        heartbeat(session, report("b", 50, VERSION_ID), now=at(5))
+        heartbeat(session, report("c", 90, VERSION_ID), now=T0)  # stale at at(10)
+        heartbeat(session, report("d", 99, VERSION_ID, health=H.NOT_SERVING), now=at(5))
+        heartbeat(session, report("e", 99), now=at(5))  # nothing loaded
+        heartbeat(session, report("f", 50, VERSION_ID), now=at(5))
+    with store.transaction() as session:
+        ready = [w.id for w in ready_workers(session, VERSION_ID, now=at(10), stale_after=STALE)]
+        assert ready == ["b", "f", "a"]
+        set_worker_health(session, "b", H.DRAINING)
+        assert set_worker_health(session, "zz", H.DRAINING) is None
+    with store.transaction() as session:
+        assert [w.id for w in ready_workers(session, VERSION_ID, now=at(10), stale_after=STALE)] == ["f", "a"]
+
+
+def test_unknown_versions_and_negative_capacity_are_refused(store: Store) -> None:
+    with pytest.raises(IntegrityError), store.transaction() as session:
+        heartbeat(session, report("w1", 1, "nope@v0"), now=T0)
+    with pytest.raises(ValueError, match="non-negative"):
+        report("w1", -1)
