@@ -68,19 +68,20 @@ class Attention(nn.Module):
         self.num_heads = cfg.num_heads
         self.num_kv_heads = cfg.num_kv_heads
         self.head_dim = cfg.head_dim
-        self.q_proj = nn.Linear(cfg.hidden_size, cfg.num_heads * cfg.head_dim, bias=False)
-        self.k_proj = nn.Linear(cfg.hidden_size, cfg.num_kv_heads * cfg.head_dim, bias=False)
-        self.v_proj = nn.Linear(cfg.hidden_size, cfg.num_kv_heads * cfg.head_dim, bias=False)
-        self.o_proj = nn.Linear(cfg.num_heads * cfg.head_dim, cfg.hidden_size, bias=False)
+        self.q_size = cfg.num_heads * cfg.head_dim
+        self.kv_size = cfg.num_kv_heads * cfg.head_dim
+        # q, k and v projections fused into one matrix: rows [q | k | v]
+        self.qkv_proj = nn.Linear(cfg.hidden_size, self.q_size + 2 * self.kv_size, bias=False)
+        self.o_proj = nn.Linear(self.q_size, cfg.hidden_size, bias=False)
 
     def forward(
         self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache, layer: int
     ) -> torch.Tensor:
         t = x.shape[0]
-        q = self.q_proj(x).view(t, self.num_heads, self.head_dim)  # [T, Hq, D]
-        k = self.k_proj(x).view(t, self.num_kv_heads, self.head_dim)  # [T, Hkv, D]
-        v = self.v_proj(x).view(t, self.num_kv_heads, self.head_dim)  # [T, Hkv, D]
-        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        q, k, v = self.qkv_proj(x).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
+        q = apply_rotary(q.view(t, self.num_heads, self.head_dim), cos, sin)  # [T, Hq, D]
+        k = apply_rotary(k.view(t, self.num_kv_heads, self.head_dim), cos, sin)  # [T, Hkv, D]
+        v = v.reshape(t, self.num_kv_heads, self.head_dim)  # [T, Hkv, D]
         attn = cache.attend(layer, q, k, v)  # [T, Hq, D]
         out: torch.Tensor = self.o_proj(attn.reshape(t, self.num_heads * self.head_dim))
         return out
@@ -89,12 +90,13 @@ class Attention(nn.Module):
 class MLP(nn.Module):
     def __init__(self, cfg: LlamaConfig) -> None:
         super().__init__()
-        self.gate_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
-        self.up_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
+        # gate and up projections fused into one matrix: rows [gate | up]
+        self.gate_up_proj = nn.Linear(cfg.hidden_size, 2 * cfg.intermediate_size, bias=False)
         self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out: torch.Tensor = self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+        out: torch.Tensor = self.down_proj(F.silu(gate) * up)
         return out
 
 
@@ -147,12 +149,23 @@ class LlamaForCausalLM(nn.Module):
         return logits.float()
 
 
+def fuse_projections(state: dict[str, torch.Tensor], num_layers: int) -> dict[str, torch.Tensor]:
+    """Hugging Face's separate q/k/v and gate/up weights -> our fused matrices."""
+    for i in range(num_layers):
+        attn, mlp = f"model.layers.{i}.self_attn.", f"model.layers.{i}.mlp."
+        state[attn + "qkv_proj.weight"] = torch.cat([state.pop(attn + f"{n}_proj.weight") for n in "qkv"])
+        state[mlp + "gate_up_proj.weight"] = torch.cat(
+            [state.pop(mlp + f"{n}_proj.weight") for n in ("gate", "up")]
+        )
+    return state
+
+
 def load_model(artifact_dir: Path, dtype: torch.dtype = torch.float32) -> LlamaForCausalLM:
     """Builds the model from a (verified) artifact folder."""
     cfg = LlamaConfig.from_file(artifact_dir / "config.json")
     with torch.device("meta"):
         model = LlamaForCausalLM(cfg)
-    state = load_file(str(artifact_dir / "model.safetensors"))
+    state = fuse_projections(load_file(str(artifact_dir / "model.safetensors")), cfg.num_layers)
     if cfg.tie_word_embeddings:
         state.pop("lm_head.weight", None)
     model.load_state_dict(state, strict=not cfg.tie_word_embeddings, assign=True)
