@@ -63,17 +63,18 @@ class PagedKVCache:
         if layout.decode_token_index.numel():
             bd = layout.decode_token_index.shape[0]
             qd = q.index_select(0, layout.decode_token_index).unsqueeze(2)  # [Bd, Hq, 1, D]
-            keys = k_cache[layout.decode_tables].view(bd, -1, hkv, d).transpose(1, 2)  # [Bd, Hkv, L, D]
-            vals = v_cache[layout.decode_tables].view(bd, -1, hkv, d).transpose(1, 2)
+            tables = layout.decode_tables.reshape(-1)
+            keys = _gather(k_cache, tables).view(bd, -1, hkv, d).transpose(1, 2)  # [Bd, Hkv, L, D]
+            vals = _gather(v_cache, tables).view(bd, -1, hkv, d).transpose(1, 2)
             od = F.scaled_dot_product_attention(qd, keys, vals, attn_mask=layout.decode_mask, enable_gqa=True)
             out.index_copy_(0, layout.decode_token_index, od.squeeze(2))
         for span in layout.prefills:
             s, n, ctx = span.token_start, span.num_tokens, span.context_len
             qp = q[s : s + n].transpose(0, 1).unsqueeze(0)  # [1, Hq, n, D]
             keys = (
-                k_cache[span.blocks].view(-1, hkv, d)[:ctx].transpose(0, 1).unsqueeze(0)
+                _gather(k_cache, span.blocks).view(-1, hkv, d)[:ctx].transpose(0, 1)[None]
             )  # [1, Hkv, ctx, D]
-            vals = v_cache[span.blocks].view(-1, hkv, d)[:ctx].transpose(0, 1).unsqueeze(0)
+            vals = _gather(v_cache, span.blocks).view(-1, hkv, d)[:ctx].transpose(0, 1)[None]
             if ctx == n:
                 op = F.scaled_dot_product_attention(qp, keys, vals, is_causal=True, enable_gqa=True)
             else:  # query i sits at position ctx - n + i and sees keys 0..ctx - n + i
@@ -82,3 +83,8 @@ class PagedKVCache:
                 op = F.scaled_dot_product_attention(qp, keys, vals, attn_mask=mask, enable_gqa=True)
             out[s : s + n] = op[0].transpose(0, 1)
         return out
+
+
+def _gather(cache: torch.Tensor, blocks: torch.Tensor) -> torch.Tensor:
+    """cache [N, bs, Hkv, D], blocks [n] -> [n, bs * Hkv * D]: one contiguous row copy per block."""
+    return cache.view(cache.shape[0], -1).index_select(0, blocks)
