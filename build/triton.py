@@ -86,7 +86,7 @@ class ModelDeployment:
     block_size: int = 16
     kv_cache_blocks: int = 0  # 0: sized by the engine
     max_num_seqs: int = 64
-    max_num_batched_tokens: int = 512
+    max_num_batched_tokens: int = 64  # see README: the prefill chunk budget
     scheduler_policy: str = "guaranteed_no_evict"
 
 

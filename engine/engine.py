@@ -40,7 +40,7 @@ class EngineConfig:
     num_blocks: int = 1024  # KV pool size in blocks
     block_size: int = 16  # tokens per KV block
     max_num_seqs: int = 64  # running sequences per step
-    max_num_batched_tokens: int = 512  # tokens per step (decodes + prefill chunks)
+    max_num_batched_tokens: int = 64  # tokens per step (decodes + prefill chunks)
     policy: str = GUARANTEED_NO_EVICT
     dtype: torch.dtype = torch.float32  # weights and KV cache
     compatibility_key: str = ""  # the model version's; part of every prefix-cache key

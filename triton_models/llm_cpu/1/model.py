@@ -149,7 +149,7 @@ class TritonPythonModel:
             num_blocks=int(params.get("kv_cache_blocks", "0")) or DEFAULT_KV_BLOCKS,
             block_size=int(params.get("block_size", "16")),
             max_num_seqs=int(params.get("max_num_seqs", "64")),
-            max_num_batched_tokens=int(params.get("max_num_batched_tokens", "512")),
+            max_num_batched_tokens=int(params.get("max_num_batched_tokens", "64")),
             policy=params.get("scheduler_policy", "guaranteed_no_evict"),
             dtype=DTYPES[dtype_name],
             compatibility_key=f"{manifest.compatibility_key}:{dtype_name}",
