@@ -125,6 +125,54 @@ def long_prompt_arrival(model: LlamaForCausalLM, w: Workload, budget: int, arriv
     return gaps
 
 
+def worker_rss(artifact: Path, work: Path, requests: int) -> dict[str, float]:
+    """RSS of the real Triton worker (its Python-backend stub) after serving concurrent requests."""
+    import asyncio
+
+    from build.triton import ModelDeployment, TritonServer, materialize_repository
+    from engine.artifact import read_manifest
+    from frontend.worker import TritonWorker, WorkerRequest
+
+    manifest = read_manifest(artifact)
+    name = f"bench--{manifest.version}"
+    repo = materialize_repository([ModelDeployment(name, artifact, manifest.version)], work / "models")
+
+    async def load(url: str) -> None:
+        worker = TritonWorker(url)
+
+        async def one(i: int) -> None:
+            req = WorkerRequest(name, prompt_ids(128, 300 + i), 64, end_id=None, generation_id=f"w{i}")
+            async for _ in worker.generate(req):
+                pass
+
+        await asyncio.gather(*(one(i) for i in range(requests)))
+        await worker.close()
+
+    with TritonServer(repo, work) as server:
+        server.load_model(name)
+        asyncio.run(load(server.grpc_url))
+        rss = 0
+        for proc in Path("/proc").iterdir():
+            try:
+                cmdline = (proc / "cmdline").read_bytes()
+                if b"triton_python_backend_stub" in cmdline and name.encode() in cmdline:
+                    status = (proc / "status").read_text()
+                    rss = max(
+                        rss, int(next(x for x in status.splitlines() if x.startswith("VmRSS")).split()[1])
+                    )
+            except (OSError, StopIteration, ValueError):
+                continue
+    cfg = load_model(artifact).config
+    weights = (artifact / "model.safetensors").stat().st_size
+    pool = 1024 * PagedKVCache.bytes_per_block(cfg, 16, torch.float32)
+    return {
+        "worker_rss_mib": rss / 1024,
+        "weights_mib": weights / 2**20,
+        "kv_pool_mib": pool / 2**20,
+        "overhead_mib": rss / 1024 - (weights + pool) / 2**20,
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench engine", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller workload (a smoke run)")
@@ -196,8 +244,9 @@ def main() -> int:
         "weights_fp32_mib": weights / 2**20,
         "kv_pool_1024_blocks_fp32_mib": kv_pool / 2**20,
         "peak_rss_mib_this_process": peak / 2**20,
-        "note": "this process also holds bf16 weights and two transformers models; see the worker RSS",
+        "note": "this process also holds bf16 weights and two transformers models; see worker_rss",
     }
+    results["worker_rss"] = worker_rss(artifact, args.out / "triton", 16 if args.quick else 64)
     report(results, args.out)
     return 0
 
@@ -232,6 +281,11 @@ def report(results: dict[str, Any], out: Path) -> None:
         f"| memory (MiB) | weights {m['weights_fp32_mib']:.0f} "
         f"| KV pool {m['kv_pool_1024_blocks_fp32_mib']:.0f} "
         f"| peak RSS {m['peak_rss_mib_this_process']:.0f} | |"
+    )
+    r = results["worker_rss"]
+    lines.append(
+        f"| Triton worker RSS (MiB), fp32, 1024-block pool | weights {r['weights_mib']:.0f} + KV "
+        f"{r['kv_pool_mib']:.0f} | RSS {r['worker_rss_mib']:.0f} | {r['overhead_mib']:+.0f} over | <= +300 |"
     )
     table = "\n".join(lines)
     (out / f"engine-{stamp}.md").write_text(table + "\n")
