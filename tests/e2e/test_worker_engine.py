@@ -3,10 +3,6 @@ the worker's metrics on Triton's metrics endpoint."""
 
 from __future__ import annotations
 
-import asyncio
-import re
-import urllib.request
-
 import grpc
 import pytest
 
@@ -15,22 +11,11 @@ from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
 from tests.e2e.conftest import KEY_ALPHA, KEY_BETA, auth
 from tests.e2e.test_errors import expect_error
+from tests.e2e.test_generate import assert_worker_is_free
+from tests.e2e.worker_metrics import scrape, wait_until_idle
 from tests.engine.helpers import LONG_TEXT
 
 Reason = pb.Finished.Reason
-
-
-def scrape(platform: Platform) -> dict[str, float]:
-    assert platform.triton is not None
-    url = f"http://127.0.0.1:{platform.triton.metrics_port}/metrics"
-    body = urllib.request.urlopen(url, timeout=10).read().decode()
-    values = {}
-    for line in body.splitlines():
-        match = re.match(r"^(llm_worker_\w+)(?:\{([^}]*)\})? ([0-9.e+-]+)$", line)
-        if match:
-            state = re.search(r'state="(\w+)"', match.group(2) or "")
-            values[match.group(1) + (f":{state.group(1)}" if state else "")] = float(match.group(3))
-    return values
 
 
 async def test_request_whose_reservation_does_not_fit_is_unavailable(channel, platform: Platform) -> None:
@@ -58,16 +43,7 @@ async def test_request_whose_reservation_does_not_fit_is_unavailable(channel, pl
         assert "blocks" in (error.details() or "")
     finally:
         hog.cancel()
-    # the refused request left nothing behind: a fitting one runs at once
-    events = [
-        e
-        async for e in stub.Generate(
-            pb.GenerateRequest(model="smollm2-135m", prompt="Hello", max_output_tokens=3),
-            metadata=auth(),
-            timeout=60,
-        )
-    ]
-    assert events[-1].finished.reason == Reason.OUTPUT_LIMIT
+    await assert_worker_is_free(channel)  # the refused request left nothing behind
 
 
 async def test_prefix_cache_is_scoped_to_the_tenant(channel, platform: Platform) -> None:
@@ -97,12 +73,7 @@ async def test_worker_metrics_move_with_traffic(channel, platform: Platform) -> 
     req = pb.GenerateRequest(model="smollm2-135m", prompt=LONG_TEXT[:600], max_output_tokens=4)
     for _ in range(2):
         _ = [e async for e in stub.Generate(req, metadata=auth())]
-    after = scrape(platform)
-    for _ in range(50):  # the worker publishes its gauges when idle, right after the last response
-        if after.get("llm_worker_kv_blocks:used") == 0:
-            break
-        await asyncio.sleep(0.1)
-        after = scrape(platform)
+    after = await wait_until_idle(platform)
     for name in ("llm_worker_kv_blocks:used", "llm_worker_kv_blocks:free", "llm_worker_kv_blocks:cached"):
         assert name in after
     assert after["llm_worker_kv_blocks:used"] + after["llm_worker_kv_blocks:free"] + after[

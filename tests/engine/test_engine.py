@@ -11,6 +11,7 @@ from tokenizers import Tokenizer
 
 from engine.engine import CapacityError, Engine, EngineConfig, EngineRequest, FinishReason, StepOutput
 from engine.model import LlamaForCausalLM, load_model
+from engine.sampler import SamplingParams
 from engine.scheduler import MAX_UTILIZATION
 from tests.conftest import hf_greedy
 from tests.engine.helpers import LONG_TEXT
@@ -148,3 +149,23 @@ def test_request_that_cannot_be_reserved_is_refused_with_nothing_allocated(model
         engine.add_request(EngineRequest("b", prompts["story"], 40))
     assert engine.stats() == before
     assert "b" not in engine.scheduler.kv._tables
+
+
+def test_seeded_sampling_does_not_depend_on_the_rest_of_the_batch(model, prompts) -> None:  # type: ignore[no-untyped-def]
+    sampling = SamplingParams(temperature=0.9, top_k=40, top_p=0.95, seed=1234)
+
+    def sampled(companions: list[EngineRequest]) -> tuple[int, ...]:
+        engine = Engine(model, EngineConfig(num_blocks=128))
+        arrivals = {0: [EngineRequest("seeded", prompts["story"], 24, sampling), *companions]}
+        return tokens(drive(engine, arrivals)["seeded"])
+
+    alone = sampled([])
+    crowded = sampled(
+        [
+            EngineRequest("greedy", prompts["short"], 30),
+            EngineRequest("other-seed", prompts["code"], 30, SamplingParams(temperature=1.0, seed=99)),
+            EngineRequest("unseeded", prompts["medium"][:200], 10, SamplingParams(temperature=1.0)),
+        ]
+    )
+    assert len(alone) == 24
+    assert crowded == alone

@@ -186,17 +186,22 @@ class TritonPythonModel:
     # --- the engine loop -------------------------------------------------------------------
 
     def _loop(self):
+        was_busy = False
         while not self.stopping.is_set():
             try:
                 self._admit_incoming(block=not self.engine.has_unfinished())
-                if self.engine.has_unfinished():
+                busy = self.engine.has_unfinished()
+                if busy:
                     for rid, live in self.live.items():
                         if live.request.is_cancelled():
                             self.engine.abort(rid)
                     for out in self.engine.step():
                         self._respond(out)
                     self.metrics.on_step(self.engine.stats())
-                self.metrics.publish(self.engine.stats(), force=not self.engine.has_unfinished())
+                    busy = self.engine.has_unfinished()
+                # periodically while busy, and at once when the engine goes idle
+                self.metrics.publish(self.engine.stats(), force=was_busy and not busy)
+                was_busy = busy
             except Exception as e:  # a bug must not kill the loop silently: fail every live request
                 self.logger.log_error(f"engine step failed: {type(e).__name__}: {e}")
                 for live in list(self.live.values()):
