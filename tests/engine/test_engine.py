@@ -151,7 +151,7 @@ def test_request_that_cannot_be_reserved_is_refused_with_nothing_allocated(model
     assert "b" not in engine.scheduler.kv._tables
 
 
-def test_seeded_sampling_does_not_depend_on_the_rest_of_the_batch(model, prompts) -> None:  # type: ignore[no-untyped-def]
+def test_seeded_sampling_does_not_depend_on_the_rest_of_the_batch(model, prompts) -> None:
     sampling = SamplingParams(temperature=0.9, top_k=40, top_p=0.95, seed=1234)
 
     def sampled(companions: list[EngineRequest]) -> tuple[int, ...]:
