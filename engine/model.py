@@ -13,7 +13,7 @@ from typing import Protocol
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file
+from safetensors import safe_open
 from torch import nn
 
 from engine.config import LlamaConfig
@@ -148,6 +148,19 @@ class LlamaForCausalLM(nn.Module):
         return logits.float()
 
 
+def read_weights(path: Path, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """Every tensor copied into private memory in `dtype`, and the file unmapped afterwards.
+
+    safetensors maps the file; tensors left viewing the mapping would keep each page they ever
+    touched resident on top of the private copies the model makes (fused projections, dtype casts).
+    """
+    state: dict[str, torch.Tensor] = {}
+    with safe_open(str(path), framework="pt") as f:
+        for key in f.keys():  # noqa: SIM118 - safe_open is not a mapping
+            state[key] = f.get_tensor(key).to(dtype=dtype, copy=True)
+    return state
+
+
 def fuse_projections(state: dict[str, torch.Tensor], num_layers: int) -> dict[str, torch.Tensor]:
     """Hugging Face's separate q/k/v and gate/up weights -> our fused matrices."""
     for i in range(num_layers):
@@ -164,7 +177,7 @@ def load_model(artifact_dir: Path, dtype: torch.dtype = torch.float32) -> LlamaF
     cfg = LlamaConfig.from_file(artifact_dir / "config.json")
     with torch.device("meta"):
         model = LlamaForCausalLM(cfg)
-    state = fuse_projections(load_file(str(artifact_dir / "model.safetensors")), cfg.num_layers)
+    state = fuse_projections(read_weights(artifact_dir / "model.safetensors", dtype), cfg.num_layers)
     if cfg.tie_word_embeddings:
         state.pop("lm_head.weight", None)
     model.load_state_dict(state, strict=not cfg.tie_word_embeddings, assign=True)
