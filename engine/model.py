@@ -43,7 +43,10 @@ class RotaryEmbedding(nn.Module):
     def __init__(self, head_dim: int, theta: float) -> None:
         super().__init__()
         # A plain attribute, not a buffer: Module.to(dtype) must leave it in fp32.
-        self.inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
+        with torch.device("cpu"):  # real values also when the model is built on "meta"
+            self.inv_freq = 1.0 / (
+                theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim)
+            )
 
     def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         freqs = positions.float()[:, None] * self.inv_freq[None, :]  # [T, D/2]
@@ -118,7 +121,9 @@ class DecoderLayer(nn.Module):
 class LlamaModel(nn.Module):
     def __init__(self, cfg: LlamaConfig) -> None:
         super().__init__()
-        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        # an explicit, uninitialised weight: the random init would be overwritten by load_model
+        empty = torch.empty((cfg.vocab_size, cfg.hidden_size))
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size, _weight=empty)
         self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.num_layers))
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
@@ -184,7 +189,6 @@ def load_model(artifact_dir: Path, dtype: torch.dtype = torch.float32) -> LlamaF
     if cfg.tie_word_embeddings:
         model.lm_head.weight = model.model.embed_tokens.weight
     model = model.to(dtype)
-    model.rotary = RotaryEmbedding(cfg.head_dim, cfg.rope_theta)  # built on "meta" above
     missing = [n for n, p in model.named_parameters() if p.is_meta]
     if missing:
         raise ValueError(f"weights missing from the artifact: {missing[:5]}")
