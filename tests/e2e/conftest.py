@@ -17,7 +17,7 @@ KEY_ALPHA = "key-alpha"
 KEY_BETA = "key-beta"
 
 
-def test_config() -> PlatformConfig:
+def platform_config() -> PlatformConfig:
     return parse_config(
         {
             "tenants": [
@@ -37,7 +37,7 @@ def auth(key: str = KEY_ALPHA) -> tuple[tuple[str, str], ...]:
 
 @pytest.fixture(scope="session")
 def platform(tmp_path_factory: pytest.TempPathFactory, artifact_dir: Path) -> Iterator[Platform]:
-    p = Platform(test_config(), work_dir=tmp_path_factory.mktemp("triton"))
+    p = Platform(platform_config(), work_dir=tmp_path_factory.mktemp("triton"))
     p.start_workers()
     yield p
     p.stop_workers()

@@ -1,0 +1,74 @@
+"""A worker that is down, or dies mid-stream: the client gets a defined outcome, never a hang."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+import grpc
+
+from build.triton import free_port
+from frontend.auth import ApiKeyStore
+from frontend.config import TenantSettings
+from frontend.platform import Platform
+from frontend.server import frontend_server
+from frontend.worker import TritonWorker
+from llm.v1 import generations_pb2 as pb
+from llm.v1 import generations_pb2_grpc
+from tests.e2e.conftest import KEY_ALPHA, auth, platform_config
+from tests.e2e.test_errors import expect_error
+
+Reason = pb.Finished.Reason
+KEYS = ApiKeyStore([TenantSettings("alpha", (KEY_ALPHA,))])
+
+
+async def test_no_live_worker_is_unavailable(platform: Platform) -> None:
+    """The frontend's worker address answers nothing: UNAVAILABLE before any event."""
+    dead = TritonWorker(f"127.0.0.1:{free_port()}")
+    try:
+        async with (
+            frontend_server("127.0.0.1:0", KEYS, platform.registry, dead) as (_, port),
+            grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel,
+        ):
+            stub = generations_pb2_grpc.GenerationsStub(channel)
+            req = pb.GenerateRequest(model="smollm2-135m", prompt="Hello", max_output_tokens=4)
+            await expect_error(
+                lambda: stub.Generate(req, metadata=auth()), grpc.StatusCode.UNAVAILABLE, "WORKER_UNAVAILABLE"
+            )
+    finally:
+        await dead.close()
+
+
+async def test_worker_killed_mid_stream_ends_interrupted(tmp_path: Path) -> None:
+    """kill -9 of tritonserver mid-generation: `finished` INTERRUPTED with the usage seen so far,
+    marked as not final; no silent restart."""
+    own = Platform(platform_config(), work_dir=tmp_path / "triton")
+    await asyncio.to_thread(own.start_workers)
+    try:
+        async with (
+            own.frontend("127.0.0.1:0") as (_, port),
+            grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch,
+        ):
+            stub = generations_pb2_grpc.GenerationsStub(ch)
+            req = pb.GenerateRequest(
+                model="smollm2-135m",
+                prompt="Count:",
+                max_output_tokens=2000,
+                sampling=pb.SamplingParams(ignore_eos=True),
+            )
+            events = []
+            async for event in stub.Generate(req, metadata=auth(), timeout=120):
+                events.append(event)
+                if sum(e.HasField("delta") for e in events) == 5:
+                    assert own.triton is not None and own.triton.process is not None
+                    os.kill(own.triton.process.pid, signal.SIGKILL)
+            finished = events[-1].finished
+            delivered = sum(len(e.delta.token_ids) for e in events if e.HasField("delta"))
+            assert finished.reason == Reason.INTERRUPTED
+            assert not finished.usage_final
+            assert finished.usage.output_tokens == delivered >= 5
+            assert [e.sequence for e in events] == list(range(1, len(events) + 1))
+    finally:
+        await asyncio.to_thread(own.stop_workers)
