@@ -124,6 +124,11 @@ class Engine:
                     del self._seqs[seq.id]
         return outputs
 
+    @property
+    def last_batch_tokens(self) -> int:
+        """Tokens computed in the last step (cheap: no pool scan, unlike stats())."""
+        return self._last_batch
+
     def stats(self) -> Stats:
         pool = self.kv.pool
         cached = pool.num_cached

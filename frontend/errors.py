@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import grpc
 from google.protobuf import duration_pb2
-from google.rpc import code_pb2, error_details_pb2, status_pb2
+from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 DOMAIN = "llm.v1"
@@ -63,6 +63,3 @@ def error_info(status: status_pb2.Status) -> error_details_pb2.ErrorInfo | None:
             detail.Unpack(info)
             return info
     return None
-
-
-assert grpc.StatusCode.INVALID_ARGUMENT.value[0] == code_pb2.INVALID_ARGUMENT

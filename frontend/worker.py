@@ -64,7 +64,8 @@ def _tensor(name: str, value: np.ndarray, dtype: str) -> InferInput:
     return tensor
 
 
-OUTPUTS = ("output_ids", "num_input_tokens", "num_cached_tokens", "num_output_tokens")
+OUTPUTS = ("output_ids", "sequence_length")  # the TensorRT-LLM backend's
+EXTENSION_OUTPUTS = ("num_input_tokens", "num_cached_tokens", "num_output_tokens")  # our CPU worker's
 
 
 def _count(result: InferResult, name: str) -> int | None:
@@ -82,7 +83,8 @@ def _chunk(result: InferResult) -> WorkerChunk:
     )
 
 
-def build_inputs(req: WorkerRequest) -> list[InferInput]:
+def build_inputs(req: WorkerRequest, extensions: bool = True) -> list[InferInput]:
+    """The request's tensors; without `extensions`, only those the TensorRT-LLM backend declares."""
     ids = np.asarray([req.prompt_ids], dtype=np.int32)  # [1, T]
     inputs = [
         _tensor("input_ids", ids, "INT32"),
@@ -93,20 +95,27 @@ def build_inputs(req: WorkerRequest) -> list[InferInput]:
         _tensor("temperature", np.asarray([[req.temperature]], dtype=np.float32), "FP32"),
         _tensor("runtime_top_k", np.asarray([[req.top_k]], dtype=np.int32), "INT32"),
         _tensor("runtime_top_p", np.asarray([[req.top_p]], dtype=np.float32), "FP32"),
+    ]
+    if req.seed is not None:
+        inputs.append(_tensor("random_seed", np.asarray([[req.seed]], dtype=np.uint64), "UINT64"))
+    if not extensions:
+        return inputs
+    return [
+        *inputs,
         _tensor("generation_id", np.asarray([[req.generation_id.encode()]], dtype=object), "BYTES"),
         _tensor("epoch", np.asarray([[req.epoch]], dtype=np.int64), "INT64"),
         _tensor("cache_salt", np.asarray([[req.cache_salt.encode()]], dtype=object), "BYTES"),
         _tensor("tenant_weight", np.asarray([[req.tenant_weight]], dtype=np.float32), "FP32"),
         _tensor("tier", np.asarray([[req.tier]], dtype=np.int32), "INT32"),
     ]
-    if req.seed is not None:
-        inputs.append(_tensor("random_seed", np.asarray([[req.seed]], dtype=np.uint64), "UINT64"))
-    return inputs
 
 
 class TritonWorker:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, extensions: bool = True) -> None:
+        """extensions=False for a TensorRT-LLM worker: no extension tensors are sent or read."""
         self.url = url
+        self.extensions = extensions
+        self._outputs = OUTPUTS + (EXTENSION_OUTPUTS if extensions else ())
         self._client = triton_aio.InferenceServerClient(url)
 
     async def close(self) -> None:
@@ -128,8 +137,8 @@ class TritonWorker:
         async def requests() -> AsyncIterator[dict[str, object]]:
             yield {
                 "model_name": req.model,
-                "inputs": build_inputs(req),
-                "outputs": [InferRequestedOutput(name) for name in OUTPUTS],
+                "inputs": build_inputs(req, self.extensions),
+                "outputs": [InferRequestedOutput(name) for name in self._outputs],
                 "request_id": req.generation_id,
             }
             await done.wait()  # keep the stream open until the final response arrives
@@ -145,8 +154,6 @@ class TritonWorker:
                 except (TimeoutError, InferenceServerException) as e:
                     raise WorkerLost(f"worker stream broke: {e}") from e
                 except Exception as e:  # grpc.aio.AioRpcError and friends
-                    if isinstance(e, asyncio.CancelledError):
-                        raise
                     raise WorkerLost(f"worker stream broke: {type(e).__name__}") from e
                 if error is not None:
                     message = error.message()

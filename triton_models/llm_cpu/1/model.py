@@ -89,15 +89,16 @@ class _Metrics:
         self.batched_tokens = 0
         self.next_at = 0.0
 
-    def on_step(self, stats):
+    def on_step(self, batch_tokens):
         self.steps += 1
-        self.batched_tokens += stats.last_batch_tokens
+        self.batched_tokens += batch_tokens
 
-    def publish(self, stats, force=False):
+    def publish(self, read_stats, force=False):
         now = time.monotonic()
         if not force and now < self.next_at:
             return
         self.next_at = now + METRICS_INTERVAL_S
+        stats = read_stats()
         for name, metric in self.gauges.items():
             metric.set(float(getattr(stats, name)))
         totals = {
@@ -197,10 +198,10 @@ class TritonPythonModel:
                             self.engine.abort(rid)
                     for out in self.engine.step():
                         self._respond(out)
-                    self.metrics.on_step(self.engine.stats())
+                    self.metrics.on_step(self.engine.last_batch_tokens)
                     busy = self.engine.has_unfinished()
                 # periodically while busy, and at once when the engine goes idle
-                self.metrics.publish(self.engine.stats(), force=was_busy and not busy)
+                self.metrics.publish(self.engine.stats, force=was_busy and not busy)
                 was_busy = busy
             except Exception as e:  # a bug must not kill the loop silently: fail every live request
                 self.logger.log_error(f"engine step failed: {type(e).__name__}: {e}")
