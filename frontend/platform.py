@@ -11,12 +11,15 @@ import ipaddress
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 
 import grpc
 
 from build.triton import ModelDeployment, TritonServer, materialize_repository
+from control.store import Store, open_store
 from frontend.auth import ApiKeyStore
+from frontend.catalog import record_catalog, store_url
 from frontend.config import DEFAULT_MODEL_SOURCE, LOCAL_API_KEY, ConfigError, ModelSettings, PlatformConfig
 from frontend.registry import ModelRegistry, ServedVersion, load_version
 from frontend.server import frontend_server
@@ -63,8 +66,11 @@ class Platform:
         self.work_dir = work if work.is_absolute() else ROOT / work
         self.registry = ModelRegistry()
         self.triton: TritonServer | None = None
+        self.store: Store | None = None
 
     def start_workers(self) -> TritonServer:
+        """Opens the store (migrating it), starts Triton, loads every version, records the catalog."""
+        self.store = open_store(store_url(self.cfg.store.url))
         deployments: list[tuple[ModelSettings, ServedVersion]] = []
         for model in self.cfg.models:
             version = load_version(artifact_for(model))
@@ -96,8 +102,9 @@ class Platform:
                 self.triton.load_model(version.triton_model_name)
                 self.registry.add(model.alias, version)
                 log.info("worker ready: %s serves %s", model.alias, version.version_id)
+            record_catalog(self.store, self.cfg, self.registry, now=datetime.now(UTC))
         except Exception:
-            self.triton.stop()
+            self.stop_workers()
             raise
         return self.triton
 
@@ -105,6 +112,9 @@ class Platform:
         if self.triton is not None:
             self.triton.stop()
             self.triton = None
+        if self.store is not None:
+            self.store.close()
+            self.store = None
 
     @asynccontextmanager
     async def frontend(self, listen: str | None = None) -> AsyncIterator[tuple[grpc.aio.Server, int]]:

@@ -17,9 +17,10 @@ KEY_ALPHA = "key-alpha"
 KEY_BETA = "key-beta"
 
 
-def platform_config() -> PlatformConfig:
+def platform_config(store: Path | None = None) -> PlatformConfig:
     return parse_config(
         {
+            "store": {"url": f"sqlite:///{store}" if store else "sqlite:///var/test-control.sqlite"},
             "tenants": [
                 {"id": "alpha", "api_keys": [KEY_ALPHA]},
                 {"id": "beta", "api_keys": [KEY_BETA], "weight": 2.0},
@@ -37,7 +38,8 @@ def auth(key: str = KEY_ALPHA) -> tuple[tuple[str, str], ...]:
 
 @pytest.fixture(scope="session")
 def platform(tmp_path_factory: pytest.TempPathFactory, artifact_dir: Path) -> Iterator[Platform]:
-    p = Platform(platform_config(), work_dir=tmp_path_factory.mktemp("triton"))
+    work = tmp_path_factory.mktemp("triton")
+    p = Platform(platform_config(work / "control.sqlite"), work_dir=work)
     p.start_workers()
     yield p
     p.stop_workers()

@@ -1,0 +1,31 @@
+"""At start-up the platform migrates the control store and records its tenants, its READY model
+versions and alias routes; doing it again changes nothing."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import func, select
+
+from control.model_versions import alias_routes
+from control.models import ApiKey, ModelVersion, ModelVersionStatus, Tenant
+from control.tenants import tenant_for_api_key
+from frontend.catalog import record_catalog
+from frontend.platform import Platform
+from tests.e2e.conftest import KEY_ALPHA, KEY_BETA
+
+
+def test_catalog_is_recorded_and_idempotent(platform: Platform) -> None:
+    assert platform.store is not None
+    version = platform.registry.resolve("smollm2-135m")
+    record_catalog(platform.store, platform.cfg, platform.registry, now=datetime.now(UTC))  # a restart
+    with platform.store.transaction() as s:
+        assert sorted(s.scalars(select(Tenant.id))) == ["alpha", "beta"]
+        assert s.scalar(select(func.count()).select_from(ApiKey)) == 2
+        alpha, beta = tenant_for_api_key(s, KEY_ALPHA), tenant_for_api_key(s, KEY_BETA)
+        assert alpha is not None and alpha.id == "alpha"
+        assert beta is not None and beta.weight == 2.0
+        row = s.get(ModelVersion, version.version_id)
+        assert row is not None and row.status is ModelVersionStatus.READY
+        assert row.weights_sha256 == version.manifest.files["model.safetensors"]
+        assert alias_routes(s, "smollm2-135m") == {version.version_id: 1.0}
