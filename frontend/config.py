@@ -25,6 +25,10 @@ class ConfigError(ValueError):
 class FrontendSettings:
     listen: str = "127.0.0.1:50051"  # gRPC host:port
     metrics_listen: str = "127.0.0.1:9464"  # Prometheus-format metrics host:port
+    disconnect_grace_s: float = 10.0  # a generation with no client stream is cancelled after this
+    stream_retain_s: float = 300.0  # a finished generation stays resumable this long
+    stream_max_events: int = 4096  # retained events per generation
+    stream_max_bytes: int = 4 << 20  # retained bytes per generation
 
 
 @dataclass(slots=True, frozen=True)

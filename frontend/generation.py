@@ -123,10 +123,18 @@ class GenerationRun:
                     yield self._event(delta=pb.Delta(text=tail))
         finally:
             await chunks.aclose()  # cancels the worker request if it is still running
+        for event in self.closing_events(reason):
+            yield event
+
+    def closing_events(self, reason: pb.Finished.Reason) -> list[pb.GenerationEvent]:
+        """The last two events: cumulative usage, then `finished` (usage is final unless the
+        attempt was lost or failed)."""
         usage = self.usage()
-        yield self._event(usage=pb.UsageUpdate(usage=usage))
         final = reason not in (Reason.INTERRUPTED, Reason.FAILED)
-        yield self._event(finished=pb.Finished(reason=reason, usage=usage, usage_final=final))
+        return [
+            self._event(usage=pb.UsageUpdate(usage=usage)),
+            self._event(finished=pb.Finished(reason=reason, usage=usage, usage_final=final)),
+        ]
 
     def _natural_reason(self) -> pb.Finished.Reason:
         """Why the worker ended the request on its own."""

@@ -16,11 +16,13 @@ from pathlib import Path
 
 import grpc
 
+from billing.aggregator import UsageAggregator
 from build.triton import ModelDeployment, TritonServer, materialize_repository
 from control.store import Store, open_store
 from frontend.auth import ApiKeyStore
 from frontend.catalog import record_catalog, store_url
 from frontend.config import DEFAULT_MODEL_SOURCE, LOCAL_API_KEY, ConfigError, ModelSettings, PlatformConfig
+from frontend.generations import GatewaySettings, GenerationManager
 from frontend.registry import ModelRegistry, ServedVersion, load_version
 from frontend.server import frontend_server
 from frontend.worker import TritonWorker
@@ -118,12 +120,26 @@ class Platform:
 
     @asynccontextmanager
     async def frontend(self, listen: str | None = None) -> AsyncIterator[tuple[grpc.aio.Server, int]]:
-        assert self.triton is not None, "start_workers() first"
+        assert self.triton is not None and self.store is not None, "start_workers() first"
         worker = TritonWorker(self.triton.grpc_url)
+        aggregator = UsageAggregator(self.store.sessions, clock=lambda: datetime.now(UTC))
+        aggregator.start()
+        f = self.cfg.frontend
+        settings = GatewaySettings(
+            grace_s=f.disconnect_grace_s,
+            retain_s=f.stream_retain_s,
+            max_events=f.stream_max_events,
+            max_bytes=f.stream_max_bytes,
+        )
+        manager = GenerationManager(self.store, aggregator, worker, settings)
         try:
             async with frontend_server(
-                listen or self.cfg.frontend.listen, ApiKeyStore(self.cfg.tenants), self.registry, worker
+                listen or f.listen, ApiKeyStore(self.cfg.tenants), self.registry, manager
             ) as bound:
                 yield bound
         finally:
+            await manager.shutdown()
+            unwritten = await aggregator.close()
+            if unwritten:
+                log.error("%d usage reports could not be written", unwritten)
             await worker.close()

@@ -10,6 +10,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from frontend.auth import ApiKeyStore, AuthInterceptor
+from frontend.generations import GenerationManager
 from frontend.registry import ModelRegistry
 from frontend.service import GenerationsService, ModelsService
 from frontend.worker import TritonWorker
@@ -36,11 +37,12 @@ async def refresh_health(
 
 @asynccontextmanager
 async def frontend_server(
-    listen: str, keys: ApiKeyStore, registry: ModelRegistry, worker: TritonWorker
+    listen: str, keys: ApiKeyStore, registry: ModelRegistry, manager: GenerationManager
 ) -> AsyncIterator[tuple[grpc.aio.Server, int]]:
     """Starts the server on `listen` (port 0 picks one) and yields (server, bound port)."""
     server = grpc.aio.server(interceptors=[AuthInterceptor(keys)])
-    generations_pb2_grpc.add_GenerationsServicer_to_server(GenerationsService(registry, worker), server)
+    worker = manager.worker
+    generations_pb2_grpc.add_GenerationsServicer_to_server(GenerationsService(registry, manager), server)
     models_pb2_grpc.add_ModelsServicer_to_server(ModelsService(registry, worker), server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

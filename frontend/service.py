@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import AsyncIterator
 
 import grpc
 
 from frontend.auth import current_tenant
 from frontend.errors import ApiError, invalid_argument
-from frontend.generation import GenerationRun
+from frontend.generations import GenerationManager, LiveGeneration
 from frontend.registry import ModelRegistry, ServedVersion
+from frontend.stream_log import CursorExpired
 from frontend.tokenization import TemplateError
 from frontend.validation import ValidatedRequest, check_context, check_for_version, validate
 from frontend.worker import TritonWorker
@@ -36,9 +36,9 @@ def tokenize(version: ServedVersion, req: ValidatedRequest) -> tuple[int, ...]:
 
 
 class GenerationsService(generations_pb2_grpc.GenerationsServicer):
-    def __init__(self, registry: ModelRegistry, worker: TritonWorker) -> None:
+    def __init__(self, registry: ModelRegistry, manager: GenerationManager) -> None:
         self.registry = registry
-        self.worker = worker
+        self.manager = manager
 
     async def Generate(
         self, request: generations_pb2.GenerateRequest, context: grpc.aio.ServicerContext
@@ -48,49 +48,92 @@ class GenerationsService(generations_pb2_grpc.GenerationsServicer):
             req = validate(request)
             version = self.registry.resolve(req.model)
             prompt_ids = tokenize(version, req)
+            live = await self.manager.start(tenant, req, version, prompt_ids)
         except ApiError as e:
             await context.abort_with_status(e.to_status())
             return
-        run = GenerationRun(
-            generation_id=uuid.uuid4().hex,
-            request_id=req.request_id or uuid.uuid4().hex,
-            version=version,
-            prompt_ids=prompt_ids,
-            params=req.params,
-            cache_salt=tenant.id,
-            tenant_weight=tenant.weight,
-            tier=0 if req.tier == generations_pb2.INTERACTIVE else 1,
-        )
         log.info(
             "generation %s tenant=%s model=%s prompt_tokens=%d max_output=%d",
-            run.generation_id,
+            live.generation_id,
             tenant.id,
             version.version_id,
             len(prompt_ids),
             req.params.max_output_tokens,
         )
-        try:
-            async for event in run.events(self.worker):
-                yield event
-        except ApiError as e:  # raised before the first event: the stream carries only the status
-            log.info("generation %s refused: %s", run.generation_id, e.reason)
-            await context.abort_with_status(e.to_status())
+        async for event in self._follow(live, 0, context):
+            yield event
+
+    async def Resume(
+        self, request: generations_pb2.ResumeRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[generations_pb2.GenerationEvent]:
+        tenant = current_tenant()
+        live = self.manager.retained(tenant.id, request.generation_id)
+        if live is None:
+            try:  # NOT_FOUND for another tenant's or an unknown id; else its stream expired
+                await self.manager.get(tenant.id, generation_id=request.generation_id)
+                error = _cursor_expired(request.generation_id)
+            except ApiError as e:
+                error = e
+            await context.abort_with_status(error.to_status())
             return
-        log.info("generation %s finished output_tokens=%d", run.generation_id, len(run.output_ids))
+        async for event in self._follow(live, request.after_sequence, context):
+            yield event
+
+    async def _follow(
+        self, live: LiveGeneration, after: int, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[generations_pb2.GenerationEvent]:
+        """The generation's events after `after`; a client that goes away starts the grace period."""
+        error: ApiError | None = None
+        # the RPC's end (completion, cancellation, disconnect) is seen by the context's callback,
+        # not by this generator, which grpc may never resume once the client has gone
+        self.manager.client_joined(live)
+        context.add_done_callback(lambda _: self.manager.client_left(live))
+        try:
+            async for event in live.log.follow(after):
+                yield event
+        except CursorExpired:
+            error = _cursor_expired(live.generation_id)
+        if error is None and live.error is not None and live.log.last_sequence == 0:
+            error = live.error  # refused before its first event: the stream carries only the status
+        if error is not None:
+            await context.abort_with_status(error.to_status())
+
+    async def GetGeneration(
+        self, request: generations_pb2.GetGenerationRequest, context: grpc.aio.ServicerContext
+    ) -> generations_pb2.Generation:
+        tenant = current_tenant()
+        try:
+            if request.WhichOneof("key") is None:
+                raise invalid_argument("MISSING_KEY", "one of generation_id or request_id is required")
+            return await self.manager.get(
+                tenant.id, generation_id=request.generation_id, request_id=request.request_id
+            )
+        except ApiError as e:
+            await context.abort_with_status(e.to_status())
+            raise AssertionError("unreachable") from e
+
+    async def CancelGeneration(
+        self, request: generations_pb2.CancelGenerationRequest, context: grpc.aio.ServicerContext
+    ) -> generations_pb2.Generation:
+        tenant = current_tenant()
+        try:
+            return await self.manager.cancel(tenant.id, request.generation_id)
+        except ApiError as e:
+            await context.abort_with_status(e.to_status())
+            raise AssertionError("unreachable") from e
 
     async def Converse(self, request_iterator, context):
         await _unimplemented(context, "Converse")
         yield  # pragma: no cover - makes this an async generator
 
-    async def Resume(self, request, context):
-        await _unimplemented(context, "Resume")
-        yield  # pragma: no cover
 
-    async def GetGeneration(self, request, context):
-        await _unimplemented(context, "GetGeneration")
-
-    async def CancelGeneration(self, request, context):
-        await _unimplemented(context, "CancelGeneration")
+def _cursor_expired(generation_id: str) -> ApiError:
+    return ApiError(
+        grpc.StatusCode.OUT_OF_RANGE,
+        "CURSOR_EXPIRED",
+        f"the events of generation {generation_id} after this cursor are no longer retained",
+        {"generation_id": generation_id},
+    )
 
 
 class ModelsService(models_pb2_grpc.ModelsServicer):

@@ -20,6 +20,7 @@ KEY_BETA = "key-beta"
 def platform_config(store: Path | None = None) -> PlatformConfig:
     return parse_config(
         {
+            "frontend": {"disconnect_grace_s": 0.5, "stream_max_events": 64},
             "store": {"url": f"sqlite:///{store}" if store else "sqlite:///var/test-control.sqlite"},
             "tenants": [
                 {"id": "alpha", "api_keys": [KEY_ALPHA]},

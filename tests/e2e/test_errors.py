@@ -91,16 +91,27 @@ async def test_bad_chat_role_is_invalid_argument(channel) -> None:
     )
 
 
-async def test_rpcs_of_later_issues_are_unimplemented(channel) -> None:
+async def test_unknown_generations_are_not_found_and_converse_is_unimplemented(channel) -> None:
     stub = generations_pb2_grpc.GenerationsStub(channel)
+    nf, reason = grpc.StatusCode.NOT_FOUND, "GENERATION_NOT_FOUND"
+    await expect_error(
+        lambda: stub.GetGeneration(pb.GetGenerationRequest(generation_id="g"), metadata=auth()), nf, reason
+    )
+    await expect_error(
+        lambda: stub.GetGeneration(pb.GetGenerationRequest(request_id="r"), metadata=auth()), nf, reason
+    )
+    await expect_error(
+        lambda: stub.CancelGeneration(pb.CancelGenerationRequest(generation_id="g"), metadata=auth()),
+        nf,
+        reason,
+    )
+    await expect_error(lambda: stub.Resume(pb.ResumeRequest(generation_id="g"), metadata=auth()), nf, reason)
+    await expect_error(
+        lambda: stub.GetGeneration(pb.GetGenerationRequest(), metadata=auth()),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "MISSING_KEY",
+    )
     U = grpc.StatusCode.UNIMPLEMENTED
-    await expect_error(
-        lambda: stub.GetGeneration(pb.GetGenerationRequest(generation_id="g"), metadata=auth()), U, None
-    )
-    await expect_error(
-        lambda: stub.CancelGeneration(pb.CancelGenerationRequest(generation_id="g"), metadata=auth()), U, None
-    )
-    await expect_error(lambda: stub.Resume(pb.ResumeRequest(generation_id="g"), metadata=auth()), U, None)
 
     async def frames():
         yield pb.ConverseRequest(cancel="g")

@@ -43,6 +43,7 @@ async def test_request_whose_reservation_does_not_fit_is_unavailable(channel, pl
         assert "blocks" in (error.details() or "")
     finally:
         hog.cancel()
+    await wait_until_idle(platform)  # the abandoned hog is cancelled after the grace period
     await assert_worker_is_free(channel)  # the refused request left nothing behind
 
 

@@ -5,13 +5,16 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+from datetime import UTC, datetime
 from pathlib import Path
 
 import grpc
 
+from billing.aggregator import UsageAggregator
 from build.triton import free_port
 from frontend.auth import ApiKeyStore
 from frontend.config import TenantSettings
+from frontend.generations import GenerationManager
 from frontend.platform import Platform
 from frontend.server import frontend_server
 from frontend.worker import TritonWorker
@@ -27,9 +30,13 @@ KEYS = ApiKeyStore([TenantSettings("alpha", (KEY_ALPHA,))])
 async def test_no_live_worker_is_unavailable(platform: Platform) -> None:
     """The frontend's worker address answers nothing: UNAVAILABLE before any event."""
     dead = TritonWorker(f"127.0.0.1:{free_port()}")
+    assert platform.store is not None
+    aggregator = UsageAggregator(platform.store.sessions, clock=lambda: datetime.now(UTC))
+    aggregator.start()
+    manager = GenerationManager(platform.store, aggregator, dead)
     try:
         async with (
-            frontend_server("127.0.0.1:0", KEYS, platform.registry, dead) as (_, port),
+            frontend_server("127.0.0.1:0", KEYS, platform.registry, manager) as (_, port),
             grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel,
         ):
             stub = generations_pb2_grpc.GenerationsStub(channel)
@@ -38,6 +45,7 @@ async def test_no_live_worker_is_unavailable(platform: Platform) -> None:
                 lambda: stub.Generate(req, metadata=auth()), grpc.StatusCode.UNAVAILABLE, "WORKER_UNAVAILABLE"
             )
     finally:
+        await aggregator.close()
         await dead.close()
 
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 import re
 import urllib.request
+from collections.abc import Callable
 
 from frontend.platform import Platform
+
+PUBLISH_S = 0.6  # the worker republishes its gauges every 0.5 s while busy
 
 
 def scrape(platform: Platform) -> dict[str, float]:
@@ -22,18 +25,37 @@ def scrape(platform: Platform) -> dict[str, float]:
     return values
 
 
-async def wait_until_idle(platform: Platform, timeout_s: float = 30.0) -> dict[str, float]:
-    """Polls until no sequence is running or waiting and no KV block is referenced; returns the
-    last scrape (the worker publishes its gauges when it goes idle)."""
+async def wait_until(
+    platform: Platform, predicate: Callable[[dict[str, float]], bool], timeout_s: float = 30.0
+) -> dict[str, float]:
+    """Polls until `predicate` holds on a scrape; returns the last scrape (checked by the caller)."""
     values = scrape(platform)
     for _ in range(int(timeout_s / 0.1)):
-        idle = (
-            values.get("llm_worker_kv_blocks:used") == 0
-            and values.get("llm_worker_sequences:running") == 0
-            and values.get("llm_worker_sequences:waiting") == 0
-        )
-        if idle:
+        if predicate(values):
             break
         await asyncio.sleep(0.1)
         values = scrape(platform)
     return values
+
+
+def _idle(values: dict[str, float]) -> bool:
+    return (
+        values.get("llm_worker_kv_blocks:used") == 0
+        and values.get("llm_worker_sequences:running") == 0
+        and values.get("llm_worker_sequences:waiting") == 0
+    )
+
+
+async def wait_until_idle(platform: Platform, timeout_s: float = 30.0) -> dict[str, float]:
+    """Polls until no sequence is running or waiting and no KV block is referenced, on scrapes
+    spanning PUBLISH_S: a busy worker republishes its gauges at least that often, so a stale idle
+    reading (say, before its first publish) cannot pass. Returns the last scrape."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    idle_since: float | None = None
+    while True:
+        values = scrape(platform)
+        now = asyncio.get_running_loop().time()
+        idle_since = (idle_since or now) if _idle(values) else None
+        if (idle_since is not None and now - idle_since >= PUBLISH_S) or now > deadline:
+            return values
+        await asyncio.sleep(0.1)

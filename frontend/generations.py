@@ -1,0 +1,372 @@
+"""Generations in the frontend: recorded identity, a run decoupled from client streams, its
+retained event log, cancellation, and durable usage.
+
+    start()  -> create-or-get (tenant, request_id) with the effective-payload hash, reserve the
+                tenant budget and start an attempt (epoch, lease) in one transaction; then run the
+                generation in its own task, appending events to an EventLog that any number of
+                client streams follow (Generate from sequence 1, Resume from a cursor)
+    cancel() -> persist the intent, then stop the run; the engine drops it at the next step
+    get()    -> the recorded state, tenant-scoped
+
+Usage goes to the billing aggregator every `usage_every_tokens` tokens; the final watermark is
+flushed and acknowledged, and the attempt sealed, before `finished` is appended. A run whose client
+streams all disconnect is cancelled after `grace_s` unless a Resume follows it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+import grpc
+
+from billing.aggregator import UsageAggregator
+from billing.errors import QuotaExceeded
+from billing.ledger import reserve
+from billing.tenant_usage import generation_usage
+from billing.usage import UsageReport
+from control.attempts import Lease, renew_lease, start_attempt
+from control.cancel import request_cancel
+from control.errors import ControlError, GenerationNotFound, RequestIdConflict
+from control.generations import NewGeneration, create_or_get_generation, find_by_request_id, get_generation
+from control.lifecycle import GenerationState
+from control.models import Generation
+from control.store import Store
+from control.termination import finish_attempt, interrupt_attempt
+from frontend.auth import Tenant
+from frontend.errors import ApiError
+from frontend.generation import GenerationRun
+from frontend.registry import ServedVersion
+from frontend.stream_log import EventLog
+from frontend.validation import ValidatedRequest
+from frontend.worker import TritonWorker
+from llm.v1 import generations_pb2 as pb
+
+log = logging.getLogger(__name__)
+Reason = pb.Finished.Reason
+STATE_OF_REASON = {
+    Reason.COMPLETED: GenerationState.COMPLETED,
+    Reason.OUTPUT_LIMIT: GenerationState.COMPLETED,
+    Reason.STOP_SEQUENCE: GenerationState.COMPLETED,
+    Reason.CANCELED: GenerationState.CANCELED,
+    Reason.FAILED: GenerationState.FAILED,
+}
+
+
+@dataclass(slots=True, frozen=True)
+class GatewaySettings:
+    worker_id: str = "local"
+    lease_s: float = 60.0  # attempt lease; renewed as usage is reported
+    grace_s: float = 10.0  # a run with no client stream is cancelled after this
+    retain_s: float = 300.0  # a finished generation's events stay resumable this long
+    max_events: int = 4096  # per generation's retained log
+    max_bytes: int = 4 << 20
+    usage_every_tokens: int = 32  # usage report cadence (no database round trip per token)
+
+
+@dataclass(slots=True)
+class LiveGeneration:
+    generation_id: str
+    tenant_id: str
+    log: EventLog
+    task: asyncio.Task[None] | None = None
+    error: ApiError | None = None  # the run was refused before its first event
+    closed_at: float | None = None  # loop time the log closed
+    clients: int = 0  # client streams (Generate, Resume) following it now
+    _grace: asyncio.TimerHandle | None = field(default=None, repr=False)
+
+
+def payload_hash(version_id: str, prompt_ids: tuple[int, ...], req: ValidatedRequest) -> str:
+    """sha256 of the effective request: pinned version, exact prompt token ids, settings, tier."""
+    p = req.params
+    doc = {
+        "version": version_id,
+        "tokens": list(prompt_ids),
+        "settings": [
+            p.max_output_tokens,
+            p.temperature,
+            p.top_p,
+            p.top_k,
+            p.seed,
+            list(p.stop),
+            p.ignore_eos,
+        ],
+        "tier": req.tier,
+    }
+    return hashlib.sha256(json.dumps(doc, separators=(",", ":")).encode()).hexdigest()
+
+
+class GenerationManager:
+    def __init__(
+        self,
+        store: Store,
+        aggregator: UsageAggregator,
+        worker: TritonWorker,
+        settings: GatewaySettings = GatewaySettings(),
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.store = store
+        self.aggregator = aggregator
+        self.worker = worker
+        self.settings = settings
+        self.clock = clock
+        self._live: dict[str, LiveGeneration] = {}
+
+    # --- start / attach ---------------------------------------------------------------------
+
+    async def start(
+        self, tenant: Tenant, req: ValidatedRequest, version: ServedVersion, prompt_ids: tuple[int, ...]
+    ) -> LiveGeneration:
+        self._forget_expired()
+        new_id = uuid.uuid4().hex
+        new = NewGeneration(
+            generation_id=new_id,
+            tenant_id=tenant.id,
+            request_id=req.request_id or new_id,
+            payload_sha256=payload_hash(version.version_id, prompt_ids, req),
+            model_version_id=version.version_id,
+            reserved_input_tokens=len(prompt_ids),
+            reserved_output_tokens=req.params.max_output_tokens,
+        )
+        generation, lease = await asyncio.to_thread(self._record, new)
+        if lease is None:  # the same request again: attach to what is retained
+            live = self._live.get(generation.id)
+            if live is None:
+                raise ApiError(
+                    grpc.StatusCode.OUT_OF_RANGE,
+                    "CURSOR_EXPIRED",
+                    f"generation {generation.id} exists ({generation.state}); its stream is no longer "
+                    "retained: use GetGeneration",
+                    {"generation_id": generation.id},
+                )
+            return live
+        run = GenerationRun(
+            generation_id=generation.id,
+            request_id=generation.request_id,
+            version=version,
+            prompt_ids=prompt_ids,
+            params=req.params,
+            cache_salt=tenant.id,
+            tenant_weight=tenant.weight,
+            tier=0 if req.tier == pb.INTERACTIVE else 1,
+            epoch=lease.epoch,
+        )
+        live = LiveGeneration(
+            generation.id,
+            tenant.id,
+            EventLog(generation.id, self.settings.max_events, self.settings.max_bytes),
+        )
+        self._live[generation.id] = live
+        live.task = asyncio.create_task(self._run(live, run, lease), name=f"generation-{generation.id}")
+        return live
+
+    def _record(self, new: NewGeneration) -> tuple[Generation, Lease | None]:
+        """One transaction: create-or-get, reserve, start the first attempt (None when it existed)."""
+        now = self.clock()
+        try:
+            with self.store.transaction() as s:
+                outcome = create_or_get_generation(s, new, now=now)
+                if not outcome.created:
+                    return outcome.generation, None
+                reserve(s, outcome.generation, now=now)
+                lease = start_attempt(
+                    s,
+                    outcome.generation.id,
+                    worker_id=self.settings.worker_id,
+                    now=now,
+                    lease_for=timedelta(seconds=self.settings.lease_s),
+                )
+                return outcome.generation, lease
+        except RequestIdConflict as e:
+            raise ApiError(
+                grpc.StatusCode.ALREADY_EXISTS,
+                "REQUEST_ID_CONFLICT",
+                f"request_id {new.request_id!r} was used with a different request",
+                {"generation_id": e.generation_id},
+            ) from e
+        except QuotaExceeded as e:
+            retry = e.retry_after.total_seconds() if e.retry_after is not None else None
+            raise ApiError(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                "QUOTA_EXCEEDED",
+                f"tenant quota {e.kind} exhausted ({e.in_use} in use of {e.limit}, {e.requested} requested)",
+                {"quota": str(e.kind)},
+                retry_after_s=retry,
+            ) from e
+
+    # --- the run ----------------------------------------------------------------------------
+
+    async def _run(self, live: LiveGeneration, run: GenerationRun, lease: Lease) -> None:
+        reported = 0
+        report_seq = 0
+        try:
+            try:
+                async for event in run.events(self.worker):
+                    if event.HasField("finished"):
+                        lease = await self._settle(run, lease, event.finished.reason, report_seq + 1)
+                    elif len(run.output_ids) - reported >= self.settings.usage_every_tokens:
+                        report_seq += 1
+                        reported = len(run.output_ids)
+                        self._report(run, report_seq)
+                        lease = await asyncio.to_thread(self._renew, lease)
+                    live.log.append(event)
+            except asyncio.CancelledError:
+                await self._close_cancelled(live, run, lease, report_seq + 1)
+            except ApiError as e:  # refused before any event: the client gets the status
+                live.error = e
+                await asyncio.to_thread(self._end, lease, GenerationState.FAILED, e.reason)
+        except Exception:  # never leave a reader waiting on a log that will not close
+            log.exception("generation %s: run failed", live.generation_id)
+        finally:
+            live.log.close()
+            live.closed_at = asyncio.get_running_loop().time()
+
+    async def _close_cancelled(
+        self, live: LiveGeneration, run: GenerationRun, lease: Lease, seq: int
+    ) -> None:
+        events = run.closing_events(Reason.CANCELED)
+        await self._settle(run, lease, Reason.CANCELED, seq)
+        for event in events:
+            live.log.append(event)
+
+    def _report(self, run: GenerationRun, seq: int) -> None:
+        u = run.usage()
+        self.aggregator.report(
+            UsageReport(
+                run.generation_id, run.epoch, seq, u.input_tokens, u.output_tokens, u.cached_input_tokens
+            )
+        )
+
+    async def _settle(self, run: GenerationRun, lease: Lease, reason: pb.Finished.Reason, seq: int) -> Lease:
+        """Final usage flushed and acknowledged, then the attempt sealed in its terminal state."""
+        self._report(run, seq)
+        await self.aggregator.flush_final(run.generation_id, run.epoch)
+        state = STATE_OF_REASON.get(reason, GenerationState.INTERRUPTED)
+        await asyncio.to_thread(self._end, lease, state, Reason.Name(reason))
+        return lease
+
+    def _renew(self, lease: Lease) -> Lease:
+        with self.store.transaction() as s:
+            return renew_lease(s, lease, now=self.clock(), lease_for=timedelta(seconds=self.settings.lease_s))
+
+    def _end(self, lease: Lease, state: GenerationState, reason: str) -> None:
+        now = self.clock()
+        try:
+            with self.store.transaction() as s:
+                if state is GenerationState.INTERRUPTED:
+                    interrupt_attempt(s, lease.generation_id, lease.epoch, reason=reason, now=now)
+                else:
+                    finish_attempt(s, lease, state=state, reason=reason, now=now)
+        except ControlError as e:  # fenced out (a newer attempt or an expired lease): not ours to end
+            log.warning(
+                "generation %s epoch %d: terminal update rejected: %s", lease.generation_id, lease.epoch, e
+            )
+
+    async def shutdown(self) -> None:
+        """Cancels every live run (each ends CANCELED, usage flushed) and waits for them."""
+        tasks = [g.task for g in self._live.values() if g.task is not None and not g.task.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=30)
+
+    # --- readers ----------------------------------------------------------------------------
+
+    def retained(self, tenant_id: str, generation_id: str) -> LiveGeneration | None:
+        self._forget_expired()
+        live = self._live.get(generation_id)
+        return live if live is not None and live.tenant_id == tenant_id else None
+
+    def client_joined(self, live: LiveGeneration) -> None:
+        live.clients += 1
+        if live._grace is not None:
+            live._grace.cancel()
+            live._grace = None
+
+    def client_left(self, live: LiveGeneration) -> None:
+        """A client stream ended: cancel the run once none has come back within grace_s."""
+        live.clients -= 1
+        if live.clients > 0 or live.log.closed or live.task is None:
+            return
+        grace = self.settings.grace_s
+
+        def expire() -> None:
+            live._grace = None
+            if live.clients == 0 and live.task is not None and not live.task.done():
+                log.info("generation %s: no client for %.1fs, cancelling", live.generation_id, grace)
+                live.task.cancel()
+
+        live._grace = asyncio.get_running_loop().call_later(grace, expire)
+
+    def _forget_expired(self) -> None:
+        now = asyncio.get_running_loop().time()
+        for gid, live in list(self._live.items()):
+            if live.closed_at is not None and now - live.closed_at > self.settings.retain_s:
+                del self._live[gid]
+
+    # --- cancel / get -----------------------------------------------------------------------
+
+    async def cancel(self, tenant_id: str, generation_id: str) -> pb.Generation:
+        try:
+            outcome = await asyncio.to_thread(self._request_cancel, tenant_id, generation_id)
+        except GenerationNotFound as e:
+            raise _not_found(generation_id) from e
+        live = self._live.get(generation_id)
+        if not outcome and live is not None and live.task is not None and not live.task.done():
+            live.task.cancel()
+            await asyncio.wait({live.task}, timeout=30)
+        return await self.get(tenant_id, generation_id=generation_id)
+
+    def _request_cancel(self, tenant_id: str, generation_id: str) -> bool:
+        """Persists the intent; True when the generation was already terminal."""
+        with self.store.transaction() as s:
+            return request_cancel(s, tenant_id, generation_id, now=self.clock()).already_terminal
+
+    async def get(self, tenant_id: str, *, generation_id: str = "", request_id: str = "") -> pb.Generation:
+        return await asyncio.to_thread(self._get, tenant_id, generation_id, request_id)
+
+    def _get(self, tenant_id: str, generation_id: str, request_id: str) -> pb.Generation:
+        with self.store.transaction() as s:
+            if request_id:
+                g = find_by_request_id(s, tenant_id, request_id)
+                if g is None:
+                    raise _not_found(request_id)
+            else:
+                try:
+                    g = get_generation(s, tenant_id, generation_id)
+                except GenerationNotFound as e:
+                    raise _not_found(generation_id) from e
+            billed = generation_usage(s, g.id)
+            return pb.Generation(
+                generation_id=g.id,
+                request_id=g.request_id,
+                state=pb.Generation.State.Value(str(g.state)),
+                model_version=g.model_version_id,
+                finish_reason=_reason(g.terminal_reason),
+                epoch=g.current_epoch or 0,
+                usage=pb.TokenUsage(
+                    input_tokens=billed.billed.input_tokens,
+                    cached_input_tokens=billed.billed.cached_input_tokens,
+                    output_tokens=billed.billed.output_tokens,
+                ),
+                usage_final=billed.final,
+            )
+
+
+def lease_id(lease: Lease) -> tuple[str, int]:
+    return lease.generation_id, lease.epoch
+
+
+def _reason(name: str | None) -> pb.Finished.Reason:
+    value = pb.Finished.Reason.DESCRIPTOR.values_by_name.get(name or "")
+    return Reason.Value(value.name) if value is not None else Reason.REASON_UNSPECIFIED
+
+
+def _not_found(key: str) -> ApiError:
+    return ApiError(grpc.StatusCode.NOT_FOUND, "GENERATION_NOT_FOUND", f"no generation {key!r}")
