@@ -78,5 +78,11 @@ async def test_worker_killed_mid_stream_ends_interrupted(tmp_path: Path) -> None
             assert not finished.usage_final
             assert finished.usage.output_tokens == delivered >= 5
             assert [e.sequence for e in events] == list(range(1, len(events) + 1))
+            got = await stub.GetGeneration(
+                pb.GetGenerationRequest(generation_id=events[0].generation_id), metadata=auth()
+            )
+            # the attempt is sealed INTERRUPTED at the last recorded watermark; nothing restarted it
+            assert got.state == pb.Generation.State.INTERRUPTED and got.epoch == 1
+            assert got.usage.output_tokens == delivered and got.usage_final
     finally:
         await asyncio.to_thread(own.stop_workers)
