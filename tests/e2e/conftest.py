@@ -15,6 +15,7 @@ from frontend.platform import Platform
 
 KEY_ALPHA = "key-alpha"
 KEY_BETA = "key-beta"
+KEY_GAMMA = "key-gamma"  # a tenant allowed one generation at a time
 
 
 def platform_config(store: Path | None = None) -> PlatformConfig:
@@ -25,6 +26,7 @@ def platform_config(store: Path | None = None) -> PlatformConfig:
             "tenants": [
                 {"id": "alpha", "api_keys": [KEY_ALPHA]},
                 {"id": "beta", "api_keys": [KEY_BETA], "weight": 2.0},
+                {"id": "gamma", "api_keys": [KEY_GAMMA], "max_concurrent_generations": 1},
             ],
             "triton": {"grpc_port": 0, "http_port": 0, "metrics_port": 0, "exit_timeout_s": 5},
             # 600 blocks of 16 tokens: one near-context-length request leaves too little for another

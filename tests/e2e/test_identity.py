@@ -9,7 +9,7 @@ from billing.tenant_usage import generation_usage
 from frontend.platform import Platform
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
-from tests.e2e.conftest import KEY_BETA, auth
+from tests.e2e.conftest import KEY_BETA, KEY_GAMMA, auth
 from tests.e2e.test_errors import expect_error
 from tests.e2e.test_generate import generate, token_ids
 
@@ -145,3 +145,36 @@ async def test_cancel_generation_mid_stream_then_again_and_after_finish(channel,
         grpc.StatusCode.NOT_FOUND,
         "GENERATION_NOT_FOUND",
     )
+
+
+async def test_tenant_quota_is_resource_exhausted_and_records_nothing(channel, platform: Platform) -> None:
+    stub = generations_pb2_grpc.GenerationsStub(channel)
+    first = stub.Generate(request("quota-1", n=200), metadata=auth(KEY_GAMMA))
+    assert (await first.read()).HasField("started")  # gamma's one concurrent generation
+    try:
+        await expect_error(
+            lambda: stub.Generate(request("quota-2"), metadata=auth(KEY_GAMMA)),
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            "QUOTA_EXCEEDED",
+        )
+        await expect_error(
+            lambda: stub.GetGeneration(
+                pb.GetGenerationRequest(request_id="quota-2"), metadata=auth(KEY_GAMMA)
+            ),
+            grpc.StatusCode.NOT_FOUND,
+            "GENERATION_NOT_FOUND",
+        )  # the refused request left no generation behind
+    finally:
+        await stub.CancelGeneration(
+            pb.CancelGenerationRequest(
+                generation_id=(
+                    await stub.GetGeneration(
+                        pb.GetGenerationRequest(request_id="quota-1"), metadata=auth(KEY_GAMMA)
+                    )
+                ).generation_id
+            ),
+            metadata=auth(KEY_GAMMA),
+        )
+        first.cancel()
+    events = await generate(channel, request("quota-3"), key=KEY_GAMMA)  # the slot is free again
+    assert events[-1].finished.reason == Reason.OUTPUT_LIMIT
