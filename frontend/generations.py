@@ -191,7 +191,8 @@ class GenerationManager:
                 {"generation_id": e.generation_id},
             ) from e
         except QuotaExceeded as e:
-            retry = e.retry_after.total_seconds() if e.retry_after is not None else None
+            # rate windows say when they reset; load quotas free as generations finish: retry soon
+            retry = e.retry_after.total_seconds() if e.retry_after is not None else 1.0
             raise ApiError(
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
                 "QUOTA_EXCEEDED",

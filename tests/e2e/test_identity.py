@@ -4,6 +4,8 @@ a real worker and the real store; and the bill matches what was streamed."""
 from __future__ import annotations
 
 import grpc
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
 
 from billing.tenant_usage import generation_usage
 from frontend.platform import Platform
@@ -152,11 +154,15 @@ async def test_tenant_quota_is_resource_exhausted_and_records_nothing(channel, p
     first = stub.Generate(request("quota-1", n=200), metadata=auth(KEY_GAMMA))
     assert (await first.read()).HasField("started")  # gamma's one concurrent generation
     try:
-        await expect_error(
+        error = await expect_error(
             lambda: stub.Generate(request("quota-2"), metadata=auth(KEY_GAMMA)),
             grpc.StatusCode.RESOURCE_EXHAUSTED,
             "QUOTA_EXCEEDED",
         )
+        status = rpc_status.from_call(error)
+        assert status is not None
+        retry = [d for d in status.details if d.Is(error_details_pb2.RetryInfo.DESCRIPTOR)]
+        assert len(retry) == 1  # a jittered retry hint
         await expect_error(
             lambda: stub.GetGeneration(
                 pb.GetGenerationRequest(request_id="quota-2"), metadata=auth(KEY_GAMMA)
