@@ -12,13 +12,21 @@ from grpc_reflection.v1alpha import reflection
 from frontend.auth import ApiKeyStore, AuthInterceptor
 from frontend.generations import GenerationManager
 from frontend.registry import ModelRegistry
-from frontend.service import GenerationsService, ModelsService
+from frontend.service import GenerationsService, ModelsService, UsageService
 from frontend.worker import TritonWorker
-from llm.v1 import generations_pb2, generations_pb2_grpc, models_pb2, models_pb2_grpc
+from llm.v1 import (
+    generations_pb2,
+    generations_pb2_grpc,
+    models_pb2,
+    models_pb2_grpc,
+    usage_pb2,
+    usage_pb2_grpc,
+)
 
 SERVICE_NAMES = (
     generations_pb2.DESCRIPTOR.services_by_name["Generations"].full_name,
     models_pb2.DESCRIPTOR.services_by_name["Models"].full_name,
+    usage_pb2.DESCRIPTOR.services_by_name["Usage"].full_name,
 )
 
 
@@ -44,6 +52,7 @@ async def frontend_server(
     worker = manager.worker
     generations_pb2_grpc.add_GenerationsServicer_to_server(GenerationsService(registry, manager), server)
     models_pb2_grpc.add_ModelsServicer_to_server(ModelsService(registry, worker), server)
+    usage_pb2_grpc.add_UsageServicer_to_server(UsageService(manager.store), server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 
 import grpc
 
+from billing.tenant_usage import TenantUsage, usage_by_tenant
+from control.store import Store
 from frontend.auth import current_tenant
 from frontend.errors import ApiError, invalid_argument
 from frontend.generations import GenerationManager, LiveGeneration
@@ -15,9 +19,17 @@ from frontend.stream_log import CursorExpired
 from frontend.tokenization import TemplateError
 from frontend.validation import ValidatedRequest, check_context, check_for_version, validate
 from frontend.worker import TritonWorker
-from llm.v1 import generations_pb2, generations_pb2_grpc, models_pb2, models_pb2_grpc
+from llm.v1 import (
+    generations_pb2,
+    generations_pb2_grpc,
+    models_pb2,
+    models_pb2_grpc,
+    usage_pb2,
+    usage_pb2_grpc,
+)
 
 log = logging.getLogger(__name__)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 async def _unimplemented(context: grpc.aio.ServicerContext, rpc: str) -> None:
@@ -168,3 +180,43 @@ class ModelsService(models_pb2_grpc.ModelsServicer):
             for a, v in sorted(self.registry.aliases.items())
         ]
         return models_pb2.ListModelsResponse(versions=versions, aliases=aliases)
+
+
+class UsageService(usage_pb2_grpc.UsageServicer):
+    """Recorded (billed) usage of the caller's tenant in a time window."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def GetUsage(
+        self, request: usage_pb2.GetUsageRequest, context: grpc.aio.ServicerContext
+    ) -> usage_pb2.GetUsageResponse:
+        tenant = current_tenant()
+        try:
+            if request.tenant and request.tenant != tenant.id:  # admin credentials come with Admin
+                raise ApiError(
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    "TENANT_MISMATCH",
+                    "a tenant may read only its own usage",
+                )
+            start = request.window_start.ToDatetime(UTC) if request.HasField("window_start") else EPOCH
+            end = request.window_end.ToDatetime(UTC) if request.HasField("window_end") else datetime.now(UTC)
+            if end <= start:
+                raise invalid_argument("INVALID_WINDOW", "window_end must be after window_start")
+        except ApiError as e:
+            await context.abort_with_status(e.to_status())
+            raise AssertionError("unreachable") from e
+        u = await asyncio.to_thread(self._query, tenant.id, start, end)
+        return usage_pb2.GetUsageResponse(
+            tenant=tenant.id,
+            input_tokens=u.recorded.input_tokens,
+            cached_input_tokens=u.recorded.cached_input_tokens,
+            output_tokens=u.recorded.output_tokens,
+            interrupted_output_tokens=u.interrupted.output_tokens,
+            unbilled_estimate_tokens=u.unbilled.input_tokens + u.unbilled.output_tokens,
+            generations=u.generations,
+        )
+
+    def _query(self, tenant_id: str, start: datetime, end: datetime) -> TenantUsage:
+        with self.store.transaction() as s:
+            return usage_by_tenant(s, tenant_id, start=start, end=end)

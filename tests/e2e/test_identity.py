@@ -10,7 +10,7 @@ from grpc_status import rpc_status
 from billing.tenant_usage import generation_usage
 from frontend.platform import Platform
 from llm.v1 import generations_pb2 as pb
-from llm.v1 import generations_pb2_grpc
+from llm.v1 import generations_pb2_grpc, usage_pb2, usage_pb2_grpc
 from tests.e2e.conftest import KEY_BETA, KEY_GAMMA, auth
 from tests.e2e.test_errors import expect_error
 from tests.e2e.test_generate import generate, token_ids
@@ -184,3 +184,32 @@ async def test_tenant_quota_is_resource_exhausted_and_records_nothing(channel, p
         first.cancel()
     events = await generate(channel, request("quota-3"), key=KEY_GAMMA)  # the slot is free again
     assert events[-1].finished.reason == Reason.OUTPUT_LIMIT
+
+
+async def test_get_usage_counts_what_was_billed_for_the_callers_tenant(channel) -> None:
+    usage = usage_pb2_grpc.UsageStub(channel)
+    before = await usage.GetUsage(usage_pb2.GetUsageRequest(), metadata=auth(KEY_GAMMA))
+    events = await generate(channel, request("usage-1", n=8), key=KEY_GAMMA)
+    after = await usage.GetUsage(usage_pb2.GetUsageRequest(), metadata=auth(KEY_GAMMA))
+    assert after.tenant == "gamma"
+    assert after.generations - before.generations == 1
+    assert after.output_tokens - before.output_tokens == len(token_ids(events)) == 8
+    assert after.input_tokens - before.input_tokens == events[0].started.input_tokens
+    window = usage_pb2.GetUsageRequest()
+    window.window_start.FromSeconds(1)
+    window.window_end.FromSeconds(2)  # long before any generation
+    empty = await usage.GetUsage(window, metadata=auth(KEY_GAMMA))
+    assert (empty.generations, empty.output_tokens) == (0, 0)
+    await expect_error(
+        lambda: usage.GetUsage(usage_pb2.GetUsageRequest(tenant="alpha"), metadata=auth(KEY_GAMMA)),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "TENANT_MISMATCH",
+    )
+    backwards = usage_pb2.GetUsageRequest()
+    backwards.window_start.FromSeconds(10)
+    backwards.window_end.FromSeconds(5)
+    await expect_error(
+        lambda: usage.GetUsage(backwards, metadata=auth(KEY_GAMMA)),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "INVALID_WINDOW",
+    )
