@@ -79,6 +79,7 @@ class LiveGeneration:
     error: ApiError | None = None  # the run was refused before its first event
     closed_at: float | None = None  # loop time the log closed
     clients: int = 0  # client streams (Generate, Resume) following it now
+    cancel_reason: str = "CANCELED"  # recorded terminal reason when its task is cancelled
     _grace: asyncio.TimerHandle | None = field(default=None, repr=False)
 
 
@@ -232,7 +233,7 @@ class GenerationManager:
         self, live: LiveGeneration, run: GenerationRun, lease: Lease, seq: int
     ) -> None:
         events = run.closing_events(Reason.CANCELED)
-        await self._settle(run, lease, Reason.CANCELED, seq)
+        await self._settle(run, lease, Reason.CANCELED, seq, recorded=live.cancel_reason)
         for event in events:
             live.log.append(event)
 
@@ -244,12 +245,15 @@ class GenerationManager:
             )
         )
 
-    async def _settle(self, run: GenerationRun, lease: Lease, reason: pb.Finished.Reason, seq: int) -> Lease:
-        """Final usage flushed and acknowledged, then the attempt sealed in its terminal state."""
+    async def _settle(
+        self, run: GenerationRun, lease: Lease, reason: pb.Finished.Reason, seq: int, recorded: str = ""
+    ) -> Lease:
+        """Final usage flushed and acknowledged, then the attempt sealed in its terminal state
+        (`recorded`, e.g. SLOW_CONSUMER, is the reason stored when it says more than `reason`)."""
         self._report(run, seq)
         await self.aggregator.flush_final(run.generation_id, run.epoch)
         state = STATE_OF_REASON.get(reason, GenerationState.INTERRUPTED)
-        await asyncio.to_thread(self._end, lease, state, Reason.Name(reason))
+        await asyncio.to_thread(self._end, lease, state, recorded or Reason.Name(reason))
         return lease
 
     def _renew(self, lease: Lease) -> Lease:
@@ -305,6 +309,13 @@ class GenerationManager:
 
         live._grace = asyncio.get_running_loop().call_later(grace, expire)
 
+    def cancel_live(self, live: LiveGeneration, reason: str) -> None:
+        """Stops a running generation from inside the gateway (e.g. reason SLOW_CONSUMER); it ends
+        CANCELED with usage sealed and `reason` recorded. No-op once it has ended."""
+        if live.task is not None and not live.task.done():
+            live.cancel_reason = reason
+            live.task.cancel()
+
     def _forget_expired(self) -> None:
         now = asyncio.get_running_loop().time()
         for gid, live in list(self._live.items()):
@@ -349,7 +360,7 @@ class GenerationManager:
                 request_id=g.request_id,
                 state=pb.Generation.State.Value(str(g.state)),
                 model_version=g.model_version_id,
-                finish_reason=_reason(g.terminal_reason),
+                finish_reason=_reason(g.terminal_reason, GenerationState(g.state)),
                 epoch=g.current_epoch or 0,
                 usage=pb.TokenUsage(
                     input_tokens=billed.billed.input_tokens,
@@ -364,9 +375,17 @@ def lease_id(lease: Lease) -> tuple[str, int]:
     return lease.generation_id, lease.epoch
 
 
-def _reason(name: str | None) -> pb.Finished.Reason:
+def _reason(name: str | None, state: GenerationState) -> pb.Finished.Reason:
+    """The API's finish reason of a recorded terminal reason (SLOW_CONSUMER is CANCELED, ...)."""
     value = pb.Finished.Reason.DESCRIPTOR.values_by_name.get(name or "")
-    return Reason.Value(value.name) if value is not None else Reason.REASON_UNSPECIFIED
+    if value is not None:
+        return Reason.Value(value.name)
+    by_state = {
+        GenerationState.CANCELED: Reason.CANCELED,
+        GenerationState.INTERRUPTED: Reason.INTERRUPTED,
+        GenerationState.FAILED: Reason.FAILED,
+    }
+    return by_state.get(state, Reason.REASON_UNSPECIFIED)
 
 
 def _not_found(key: str) -> ApiError:
