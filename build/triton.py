@@ -88,6 +88,7 @@ class ModelDeployment:
     max_num_seqs: int = 64
     max_num_batched_tokens: int = 64  # see README: the prefill chunk budget
     scheduler_policy: str = "guaranteed_no_evict"
+    fair_share: bool = True
 
 
 def materialize_repository(deployments: list[ModelDeployment], repo_dir: Path) -> Path:
@@ -109,6 +110,7 @@ def materialize_repository(deployments: list[ModelDeployment], repo_dir: Path) -
             max_num_seqs=d.max_num_seqs,
             max_num_batched_tokens=d.max_num_batched_tokens,
             scheduler_policy=d.scheduler_policy,
+            fair_share="true" if d.fair_share else "false",
         )
         (model_dir / "config.pbtxt").write_text(config)
         shutil.copy2(TEMPLATES / "llm_cpu" / "1" / "model.py", model_dir / "1" / "model.py")

@@ -42,6 +42,7 @@ class EngineConfig:
     max_num_seqs: int = 64  # running sequences per step
     max_num_batched_tokens: int = 64  # tokens per step (decodes + prefill chunks)
     policy: str = GUARANTEED_NO_EVICT
+    fair_share: bool = True  # prefill in weighted fair order across cache salts; False: arrival order
     dtype: torch.dtype = torch.float32  # weights and KV cache
     compatibility_key: str = ""  # the model version's; part of every prefix-cache key
 
@@ -66,7 +67,9 @@ class Engine:
         self.context_length = model.config.max_position_embeddings
         self.vocab_size = model.config.vocab_size
         self.kv = KVCacheManager(BlockPool(config.num_blocks), config.block_size, config.compatibility_key)
-        self.scheduler = Scheduler(self.kv, config.max_num_seqs, config.max_num_batched_tokens, config.policy)
+        self.scheduler = Scheduler(
+            self.kv, config.max_num_seqs, config.max_num_batched_tokens, config.policy, config.fair_share
+        )
         cache = PagedKVCache(model.config, config.num_blocks, config.block_size, config.dtype)
         self.runner = ModelRunner(model, cache)
         self._seqs: dict[str, Sequence] = {}

@@ -1,14 +1,17 @@
 """Continuous batching: each step, one batch under a token budget and a sequence cap.
 
-    schedule() -> SchedulerOutput: running sequences first (decodes and continuing prefill chunks),
-                                   then waiting ones, prefilled in chunks of the remaining budget
+    schedule() -> SchedulerOutput: decodes of running sequences first, then prefill chunks of the
+                                   remaining budget, in fair order over running sequences part-way
+                                   through their prompt and waiting ones
     update(output, sampled)      : advance num_computed_tokens, append tokens, finish, free blocks
 
 Memory policies: `guaranteed_no_evict` reserves prompt + max output blocks at admission and never
 preempts; `max_utilization` allocates as sequences grow and, when the pool runs dry, preempts the
 lowest-priority, most recently admitted running sequence (its KV is recomputed later). Waiting
-sequences are ordered by tier, then by weighted fair share of prefill tokens across cache salts,
-then by arrival. No torch, no clock, no I/O: testable in microseconds.
+work is ordered by tier, then by weighted fair share of prefill tokens across cache salts (start-time
+fair queuing: a salt that becomes backlogged joins at the current virtual time), then by arrival, so
+a tenant's long prompt cannot hold the prefill budget while another tenant's short prompt waits.
+No torch, no clock, no I/O: testable in microseconds.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ class Scheduler:
         max_num_seqs: int,
         max_num_batched_tokens: int,
         policy: str = GUARANTEED_NO_EVICT,
+        fair_share: bool = True,
     ) -> None:
         if policy not in (GUARANTEED_NO_EVICT, MAX_UTILIZATION):
             raise ValueError(f"unknown scheduler policy {policy!r}")
@@ -59,6 +63,7 @@ class Scheduler:
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
         self.policy = policy
+        self.fair_share = fair_share  # False: prefill in plain arrival order (first come, first served)
         self.waiting: list[Sequence] = []
         self.running: list[Sequence] = []
         self._served: dict[str, float] = {}  # cache salt -> prefill tokens served / weight
@@ -78,9 +83,20 @@ class Scheduler:
         else:  # held only once it runs, so waiting sequences never pin memory others need
             seq.num_cached_tokens = self.kv.peek_prefix(seq.token_ids, seq.request.cache_salt)
         salt = seq.request.cache_salt
-        if salt not in self._served:
-            self._served[salt] = min(self._served.values(), default=0.0)
+        if not any(s.request.cache_salt == salt for s in self._prefilling()):
+            # a salt that becomes backlogged starts at the virtual time (the least service among
+            # backlogged salts): no credit for idle time, no penalty for past service
+            backlogged = {s.request.cache_salt for s in self._prefilling()}
+            now = min((self._served.get(b, 0.0) for b in backlogged), default=None)
+            if now is not None:
+                self._served[salt] = now
+            else:
+                self._served.setdefault(salt, 0.0)
         self.waiting.append(seq)
+
+    def _prefilling(self) -> list[Sequence]:
+        """Sequences with prompt still to compute: waiting ones and running ones part-way."""
+        return self.waiting + [s for s in self.running if s.num_uncomputed > 1]
 
     def _match_prefix(self, seq: Sequence) -> None:
         """Takes references on the cached prefix now, so it cannot be evicted while waiting."""
@@ -110,43 +126,38 @@ class Scheduler:
         chunks: list[ScheduledChunk] = []
         preempted: list[str] = []
         scheduled: set[int] = set()
-        # running sequences, decodes before continuing prefills, by priority
-        for seq in sorted(self.running, key=lambda s: (s.num_uncomputed > 1, s.request.tier, s.arrival)):
+        # 1. decodes: one token for every running sequence that has finished its prompt
+        for seq in sorted(self.running, key=lambda s: (s.request.tier, s.arrival)):
             if budget == 0:
                 break
-            if seq.status is not SeqStatus.RUNNING:
-                continue  # preempted earlier in this loop
-            n = min(seq.num_uncomputed, budget)
-            while not self.kv.allocate_slots(seq.id, seq.num_computed_tokens + n):
-                victim = self._victim(exclude=scheduled)
-                self._preempt(victim)
-                preempted.append(victim.id)
-                if victim is seq:
-                    break
-            if seq.status is SeqStatus.RUNNING:
-                chunks.append(self._chunk(seq, n))
+            decoding = seq.status is SeqStatus.RUNNING and seq.num_uncomputed == 1
+            if decoding and self._grow(seq, 1, scheduled, preempted):
+                chunks.append(self._chunk(seq, 1))
                 scheduled.add(id(seq))
-                budget -= n
-        # waiting sequences, unless memory was short this step
-        while not preempted and budget > 0 and self.waiting and len(self.running) < self.max_num_seqs:
-            seq = self._next_waiting()
-            if not seq.matched_prefix:  # max_utilization, or preempted: blocks may still be cached
-                self._match_prefix(seq)
-            n = min(seq.num_uncomputed, budget)
-            if not self.kv.allocate_slots(seq.id, seq.num_computed_tokens + n):
-                if self.policy == MAX_UTILIZATION:  # wait without pinning any block
-                    self.kv.release_blocks(seq.id)
-                    seq.num_computed_tokens, seq.matched_prefix = 0, False
-                break  # never preempt for new work
-            self.waiting.remove(seq)
-            seq.status = SeqStatus.RUNNING
-            self.running.append(seq)
+                budget -= 1
+        # 2. prefill chunks, in fair order, over running sequences part-way through their prompt
+        #    and waiting ones (admitted only while no memory was short this step)
+        admit = True
+        while budget > 0:
+            admit = admit and not preempted
+            seq = self._next_prefill(scheduled, admit)
+            if seq is None:
+                break
+            if seq.status is SeqStatus.RUNNING:
+                n = min(seq.num_uncomputed, budget)
+                if not self._grow(seq, n, scheduled, preempted):
+                    continue  # it was itself preempted
+            else:
+                started = self._start(seq, budget)
+                if started is None:
+                    admit = False  # never preempt for new work
+                    continue
+                n = started
             chunks.append(self._chunk(seq, n))
+            scheduled.add(id(seq))
             budget -= n
-        for c in chunks:
-            if c.num_tokens > 1 or c.seq.num_output_tokens == 0:
-                salt = c.seq.request.cache_salt
-                self._served[salt] = self._served.get(salt, 0.0) + c.num_tokens / c.seq.request.weight
+            salt = seq.request.cache_salt
+            self._served[salt] = self._served.get(salt, 0.0) + n / seq.request.weight
         return SchedulerOutput(tuple(chunks), tuple(preempted))
 
     def update(self, output: SchedulerOutput, sampled: dict[str, int]) -> list[Sequence]:
@@ -178,11 +189,51 @@ class Scheduler:
             seq, seq.num_computed_tokens, n, seq.num_computed_tokens + n == len(seq.token_ids)
         )
 
-    def _next_waiting(self) -> Sequence:
+    def _next_prefill(self, scheduled: set[int], admit: bool) -> Sequence | None:
+        """The next sequence to prefill a chunk of: by tier, then least weighted prefill service of
+        its cache salt, then arrival; plain arrival order when fair share is off."""
+        candidates = [
+            s
+            for s in self.running
+            if s.status is SeqStatus.RUNNING and s.num_uncomputed > 1 and id(s) not in scheduled
+        ]
+        if admit and len(self.running) < self.max_num_seqs:
+            candidates += self.waiting
+        if not candidates:
+            return None
+        if not self.fair_share:
+            return min(candidates, key=lambda s: s.arrival)
         return min(
-            self.waiting,
+            candidates,
             key=lambda s: (s.request.tier, self._served.get(s.request.cache_salt, 0.0), s.arrival),
         )
+
+    def _grow(self, seq: Sequence, n: int, scheduled: set[int], preempted: list[str]) -> bool:
+        """Room for n more tokens of a running sequence, preempting others (max_utilization) if
+        needed; False when the sequence itself had to be preempted."""
+        while not self.kv.allocate_slots(seq.id, seq.num_computed_tokens + n):
+            victim = self._victim(exclude=scheduled)
+            self._preempt(victim)
+            preempted.append(victim.id)
+            if victim is seq:
+                return False
+        return True
+
+    def _start(self, seq: Sequence, budget: int) -> int | None:
+        """Moves a waiting sequence to running with room for its first chunk (returned: at most
+        `budget` tokens), or leaves it waiting (pinning nothing under max_utilization): None."""
+        if not seq.matched_prefix:  # max_utilization, or preempted: blocks may still be cached
+            self._match_prefix(seq)
+        n = min(seq.num_uncomputed, budget)
+        if not self.kv.allocate_slots(seq.id, seq.num_computed_tokens + n):
+            if self.policy == MAX_UTILIZATION:
+                self.kv.release_blocks(seq.id)
+                seq.num_computed_tokens, seq.matched_prefix = 0, False
+            return None
+        self.waiting.remove(seq)
+        seq.status = SeqStatus.RUNNING
+        self.running.append(seq)
+        return n
 
     def _victim(self, exclude: Iterable[int]) -> Sequence:
         """Lowest priority (highest tier), most recently admitted running sequence."""

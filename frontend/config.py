@@ -67,6 +67,7 @@ class ModelSettings:
     max_num_batched_tokens: int = 64  # see README: the prefill chunk budget
     dtype: str = "float32"
     scheduler_policy: str = "guaranteed_no_evict"
+    fair_share: bool = True  # weighted fair prefill across tenants; false: first come, first served
 
 
 @dataclass(slots=True, frozen=True)
@@ -135,6 +136,8 @@ def _check(cfg: PlatformConfig, where: str) -> None:
             raise ConfigError(f"{where}: model {m.alias}: dtype must be float32 or bfloat16")
         if m.scheduler_policy not in ("guaranteed_no_evict", "max_utilization"):
             raise ConfigError(f"{where}: model {m.alias}: unknown scheduler_policy {m.scheduler_policy!r}")
+        if not isinstance(m.fair_share, bool):
+            raise ConfigError(f"{where}: model {m.alias}: fair_share must be true or false")
         if m.workers < 1 or m.block_size < 1 or m.max_num_seqs < 1 or m.max_num_batched_tokens < 1:
             raise ConfigError(f"{where}: model {m.alias}: workers, block_size and limits must be positive")
         if "@" in m.alias or not m.alias:

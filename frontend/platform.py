@@ -90,6 +90,7 @@ class Platform:
                     max_num_seqs=m.max_num_seqs,
                     max_num_batched_tokens=m.max_num_batched_tokens,
                     scheduler_policy=m.scheduler_policy,
+                    fair_share=m.fair_share,
                 )
                 for m, v in deployments
             ],

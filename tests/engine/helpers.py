@@ -35,9 +35,10 @@ def make_scheduler(
     max_num_seqs: int = 8,
     max_num_batched_tokens: int = 16,
     policy: str = GUARANTEED_NO_EVICT,
+    fair_share: bool = True,
 ) -> Scheduler:
     kv = KVCacheManager(BlockPool(num_blocks), block_size, "compat")
-    return Scheduler(kv, max_num_seqs, max_num_batched_tokens, policy)
+    return Scheduler(kv, max_num_seqs, max_num_batched_tokens, policy, fair_share)
 
 
 LONG_TEXT = " ".join(

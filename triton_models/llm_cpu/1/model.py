@@ -152,6 +152,7 @@ class TritonPythonModel:
             max_num_seqs=int(params.get("max_num_seqs", "64")),
             max_num_batched_tokens=int(params.get("max_num_batched_tokens", "64")),
             policy=params.get("scheduler_policy", "guaranteed_no_evict"),
+            fair_share=params.get("fair_share", "true") == "true",
             dtype=DTYPES[dtype_name],
             compatibility_key=f"{manifest.compatibility_key}:{dtype_name}",
         )
