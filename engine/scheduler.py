@@ -140,9 +140,10 @@ class Scheduler:
         admit = True
         while budget > 0:
             admit = admit and not preempted
-            seq = self._next_prefill(scheduled, admit)
-            if seq is None:
+            nxt = self._next_prefill(scheduled, admit)
+            if nxt is None:
                 break
+            seq = nxt
             if seq.status is SeqStatus.RUNNING:
                 n = min(seq.num_uncomputed, budget)
                 if not self._grow(seq, n, scheduled, preempted):
