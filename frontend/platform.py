@@ -1,16 +1,19 @@
 """Assembles the platform on one machine: model artifacts, the Triton worker, and the frontend.
 
 `Platform.start_workers()` verifies (or builds) each model's artifact, materializes the Triton
-model repository, starts `tritonserver` and loads every version; `Platform.frontend()` then runs
-the gRPC frontend against it. Used by `make serve` (frontend/serve.py) and the end-to-end tests.
+model repository, starts one `tritonserver` per worker and loads its versions; `Platform.frontend()`
+then runs the gRPC frontend against them, with a supervisor that restarts a worker that dies.
+Used by `make serve` (frontend/serve.py) and the end-to-end tests.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import logging
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -19,12 +22,22 @@ import grpc
 from billing.aggregator import UsageAggregator
 from build.triton import ModelDeployment, TritonServer, materialize_repository
 from control.store import Store, open_store
+from frontend.admission import BATCH, INTERACTIVE, WaitPredictor
 from frontend.auth import ApiKeyStore
 from frontend.catalog import record_catalog, store_url
-from frontend.config import DEFAULT_MODEL_SOURCE, LOCAL_API_KEY, ConfigError, ModelSettings, PlatformConfig
+from frontend.config import (
+    DEFAULT_KV_CACHE_BLOCKS,
+    DEFAULT_MODEL_SOURCE,
+    LOCAL_API_KEY,
+    ConfigError,
+    ModelSettings,
+    PlatformConfig,
+)
 from frontend.generations import GatewaySettings, GenerationManager
 from frontend.registry import ModelRegistry, ServedVersion, load_version
+from frontend.routing import Dispatcher, WorkerHandle, WorkerPool
 from frontend.server import frontend_server
+from frontend.supervisor import Supervisor
 from frontend.worker import TritonWorker
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,6 +73,24 @@ def check_loopback_only(cfg: PlatformConfig) -> None:
         )
 
 
+@dataclass(slots=True)
+class LocalWorker:
+    """One `tritonserver` process this platform started, and the versions it loads."""
+
+    worker_id: str
+    server: TritonServer
+    versions: list[tuple[ModelSettings, ServedVersion]]
+
+    def load(self) -> None:
+        for _, version in self.versions:
+            self.server.load_model(version.triton_model_name)
+
+
+def _port(base: int, index: int) -> int:
+    """Worker i's port: the configured one plus 100 * i (0 stays 0: a free port)."""
+    return base + 100 * index if base else 0
+
+
 class Platform:
     def __init__(self, cfg: PlatformConfig, work_dir: Path | None = None) -> None:
         check_loopback_only(cfg)
@@ -67,11 +98,19 @@ class Platform:
         work = Path(cfg.triton.work_dir) if work_dir is None else work_dir
         self.work_dir = work if work.is_absolute() else ROOT / work
         self.registry = ModelRegistry()
-        self.triton: TritonServer | None = None
+        self.workers: list[LocalWorker] = []
         self.store: Store | None = None
+        self.manager: GenerationManager | None = None  # while frontend() runs
+        self.pool = WorkerPool()
 
-    def start_workers(self) -> TritonServer:
-        """Opens the store (migrating it), starts Triton, loads every version, records the catalog."""
+    @property
+    def triton(self) -> TritonServer | None:
+        """The first worker's server (the only one with the default config)."""
+        return self.workers[0].server if self.workers else None
+
+    def start_workers(self) -> None:
+        """Opens the store (migrating it), starts the Triton workers, loads their versions,
+        records the catalog. `[[models]] workers = N` runs the model on the first N workers."""
         self.store = open_store(store_url(self.cfg.store.url))
         deployments: list[tuple[ModelSettings, ServedVersion]] = []
         for model in self.cfg.models:
@@ -83,10 +122,9 @@ class Platform:
                     triton_model_name=v.triton_model_name,
                     artifact_dir=v.artifact_dir,
                     version=v.manifest.version,
-                    instances=m.workers,
                     dtype=m.dtype,
                     block_size=m.block_size,
-                    kv_cache_blocks=m.kv_cache_blocks,
+                    kv_cache_blocks=kv_blocks(m),
                     max_num_seqs=m.max_num_seqs,
                     max_num_batched_tokens=m.max_num_batched_tokens,
                     scheduler_policy=m.scheduler_policy,
@@ -97,32 +135,50 @@ class Platform:
             self.work_dir / "models",
         )
         t = self.cfg.triton
-        self.triton = TritonServer(
-            repo, self.work_dir, t.grpc_port, t.http_port, t.metrics_port, t.exit_timeout_s
-        ).start()
         try:
+            for i in range(max(m.workers for m, _ in deployments)):
+                server = TritonServer(
+                    repo,
+                    self.work_dir,
+                    _port(t.grpc_port, i),
+                    _port(t.http_port, i),
+                    _port(t.metrics_port, i),
+                    t.exit_timeout_s,
+                )
+                worker = LocalWorker(f"local-{i}", server, [(m, v) for m, v in deployments if m.workers > i])
+                self.workers.append(worker)
+                server.start()
+                worker.load()
+                log.info("worker %s ready on %s", worker.worker_id, server.grpc_url)
             for model, version in deployments:
-                self.triton.load_model(version.triton_model_name)
                 self.registry.add(model.alias, version)
-                log.info("worker ready: %s serves %s", model.alias, version.version_id)
+                self.pool.block_size[version.version_id] = model.block_size
             record_catalog(self.store, self.cfg, self.registry, now=datetime.now(UTC))
         except Exception:
             self.stop_workers()
             raise
-        return self.triton
 
     def stop_workers(self) -> None:
-        if self.triton is not None:
-            self.triton.stop()
-            self.triton = None
+        for worker in self.workers:
+            worker.server.stop()
+        self.workers = []
         if self.store is not None:
             self.store.close()
             self.store = None
 
     @asynccontextmanager
     async def frontend(self, listen: str | None = None) -> AsyncIterator[tuple[grpc.aio.Server, int]]:
-        assert self.triton is not None and self.store is not None, "start_workers() first"
-        worker = TritonWorker(self.triton.grpc_url)
+        assert self.workers and self.store is not None, "start_workers() first"
+        for w in self.workers:
+            self.pool.add(
+                WorkerHandle(
+                    worker_id=w.worker_id,
+                    address=w.server.grpc_url,
+                    client=TritonWorker(w.server.grpc_url),
+                    capacity={v.version_id: kv_blocks(m) for m, v in w.versions},
+                    last_heartbeat=time.time(),
+                )
+            )
         aggregator = UsageAggregator(self.store.sessions, clock=lambda: datetime.now(UTC))
         aggregator.start()
         f = self.cfg.frontend
@@ -132,15 +188,30 @@ class Platform:
             max_events=f.stream_max_events,
             max_bytes=f.stream_max_bytes,
         )
-        manager = GenerationManager(self.store, aggregator, worker, settings)
+        dispatcher = Dispatcher(
+            self.pool,
+            WaitPredictor(prior_tokens_per_s=f.prefill_tokens_per_s),
+            {INTERACTIVE: f.interactive_queue_wait_s, BATCH: f.batch_queue_wait_s},
+        )
+        self.manager = GenerationManager(self.store, aggregator, dispatcher, settings)
+        supervisor = Supervisor(self.workers, self.pool, self.store, dispatcher)
+        supervisor.start()
         try:
             async with frontend_server(
-                listen or f.listen, ApiKeyStore(self.cfg.tenants), self.registry, manager
+                listen or f.listen, ApiKeyStore(self.cfg.tenants), self.registry, self.manager
             ) as bound:
                 yield bound
         finally:
-            await manager.shutdown()
+            await supervisor.close()
+            await self.manager.shutdown()
+            self.manager = None
             unwritten = await aggregator.close()
             if unwritten:
                 log.error("%d usage reports could not be written", unwritten)
-            await worker.close()
+            for handle in self.pool.workers.values():
+                await handle.client.close()
+            self.pool.workers.clear()
+
+
+def kv_blocks(model: ModelSettings) -> int:
+    return model.kv_cache_blocks or DEFAULT_KV_CACHE_BLOCKS

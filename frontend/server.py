@@ -12,8 +12,8 @@ from grpc_reflection.v1alpha import reflection
 from frontend.auth import ApiKeyStore, AuthInterceptor
 from frontend.generations import GenerationManager
 from frontend.registry import ModelRegistry
+from frontend.routing import WorkerPool, ready_workers
 from frontend.service import GenerationsService, ModelsService, UsageService
-from frontend.worker import TritonWorker
 from llm.v1 import (
     generations_pb2,
     generations_pb2_grpc,
@@ -31,12 +31,12 @@ SERVICE_NAMES = (
 
 
 async def refresh_health(
-    servicer: health.aio.HealthServicer, registry: ModelRegistry, worker: TritonWorker
+    servicer: health.aio.HealthServicer, registry: ModelRegistry, pool: WorkerPool
 ) -> bool:
-    """SERVING when every registered version is ready on the worker."""
+    """SERVING when every registered version is ready on at least one routable worker."""
     ready = True
     for version in registry.versions.values():
-        ready = ready and await worker.is_model_ready(version.triton_model_name)
+        ready = ready and await ready_workers(pool, version) > 0
     status = health_pb2.HealthCheckResponse.SERVING if ready else health_pb2.HealthCheckResponse.NOT_SERVING
     for name in ("", *SERVICE_NAMES):
         await servicer.set(name, status)
@@ -49,9 +49,9 @@ async def frontend_server(
 ) -> AsyncIterator[tuple[grpc.aio.Server, int]]:
     """Starts the server on `listen` (port 0 picks one) and yields (server, bound port)."""
     server = grpc.aio.server(interceptors=[AuthInterceptor(keys)])
-    worker = manager.worker
+    pool = manager.dispatcher.pool
     generations_pb2_grpc.add_GenerationsServicer_to_server(GenerationsService(registry, manager), server)
-    models_pb2_grpc.add_ModelsServicer_to_server(ModelsService(registry, worker), server)
+    models_pb2_grpc.add_ModelsServicer_to_server(ModelsService(registry, pool), server)
     usage_pb2_grpc.add_UsageServicer_to_server(UsageService(manager.store), server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -63,7 +63,7 @@ async def frontend_server(
     if port == 0:
         raise OSError(f"cannot listen on {listen}")
     await server.start()
-    await refresh_health(health_servicer, registry, worker)
+    await refresh_health(health_servicer, registry, pool)
     try:
         yield server, port
     finally:

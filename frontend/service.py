@@ -15,10 +15,10 @@ from frontend.auth import current_tenant
 from frontend.errors import ApiError, invalid_argument
 from frontend.generations import GenerationManager, LiveGeneration
 from frontend.registry import ModelRegistry, ServedVersion
+from frontend.routing import WorkerPool, ready_workers
 from frontend.stream_log import CursorExpired
 from frontend.tokenization import TemplateError
 from frontend.validation import ValidatedRequest, check_context, check_for_version, validate
-from frontend.worker import TritonWorker
 from llm.v1 import (
     generations_pb2,
     generations_pb2_grpc,
@@ -149,9 +149,9 @@ def _cursor_expired(generation_id: str) -> ApiError:
 
 
 class ModelsService(models_pb2_grpc.ModelsServicer):
-    def __init__(self, registry: ModelRegistry, worker: TritonWorker) -> None:
+    def __init__(self, registry: ModelRegistry, pool: WorkerPool) -> None:
         self.registry = registry
-        self.worker = worker
+        self.pool = pool
 
     async def ListModels(
         self, request: models_pb2.ListModelsRequest, context: grpc.aio.ServicerContext
@@ -159,7 +159,7 @@ class ModelsService(models_pb2_grpc.ModelsServicer):
         current_tenant()  # authenticated by the interceptor
         versions = []
         for version in self.registry.versions.values():
-            ready = await self.worker.is_model_ready(version.triton_model_name)
+            ready_count = await ready_workers(self.pool, version)
             m = version.manifest
             versions.append(
                 models_pb2.ModelVersion(
@@ -168,8 +168,8 @@ class ModelsService(models_pb2_grpc.ModelsServicer):
                     id=m.version_id,
                     context_length=m.context_length,
                     compatibility_key=m.compatibility_key,
-                    ready=ready,
-                    ready_workers=1 if ready else 0,
+                    ready=ready_count > 0,
+                    ready_workers=ready_count,
                     weights_sha256=m.files["model.safetensors"],
                     tokenizer_sha256=m.files["tokenizer.json"],
                     template_sha256=m.files["chat_template.jinja"],

@@ -16,6 +16,7 @@ from frontend.auth import ApiKeyStore
 from frontend.config import TenantSettings
 from frontend.generations import GenerationManager
 from frontend.platform import Platform
+from frontend.routing import Dispatcher, WorkerHandle, WorkerPool
 from frontend.server import frontend_server
 from frontend.worker import TritonWorker
 from llm.v1 import generations_pb2 as pb
@@ -29,11 +30,15 @@ KEYS = ApiKeyStore([TenantSettings("alpha", (KEY_ALPHA,))])
 
 async def test_no_live_worker_is_unavailable(platform: Platform) -> None:
     """The frontend's worker address answers nothing: UNAVAILABLE before any event."""
-    dead = TritonWorker(f"127.0.0.1:{free_port()}")
+    address = f"127.0.0.1:{free_port()}"
+    dead = TritonWorker(address)
+    version = platform.registry.resolve("smollm2-135m")
+    pool = WorkerPool()
+    pool.add(WorkerHandle("dead-0", address, dead, capacity={version.version_id: 100}))
     assert platform.store is not None
     aggregator = UsageAggregator(platform.store.sessions, clock=lambda: datetime.now(UTC))
     aggregator.start()
-    manager = GenerationManager(platform.store, aggregator, dead)
+    manager = GenerationManager(platform.store, aggregator, Dispatcher(pool))
     try:
         async with (
             frontend_server("127.0.0.1:0", KEYS, platform.registry, manager) as (_, port),
@@ -84,5 +89,17 @@ async def test_worker_killed_mid_stream_ends_interrupted(tmp_path: Path) -> None
             # the attempt is sealed INTERRUPTED at the last recorded watermark; nothing restarted it
             assert got.state == pb.Generation.State.INTERRUPTED and got.epoch == 1
             assert got.usage.output_tokens == delivered and got.usage_final
+            # the dead local worker is restarted: new generations are served again
+            deadline = asyncio.get_running_loop().time() + 120
+            while True:
+                try:
+                    short = pb.GenerateRequest(model="smollm2-135m", prompt="Hi", max_output_tokens=3)
+                    events = [e async for e in stub.Generate(short, metadata=auth(), timeout=60)]
+                    break
+                except grpc.aio.AioRpcError as e:
+                    assert e.code() == grpc.StatusCode.UNAVAILABLE, e
+                    assert asyncio.get_running_loop().time() < deadline, "the worker was not restarted"
+                    await asyncio.sleep(0.5)
+            assert events[-1].finished.reason == Reason.OUTPUT_LIMIT
     finally:
         await asyncio.to_thread(own.stop_workers)

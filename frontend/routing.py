@@ -1,0 +1,256 @@
+"""Workers and dispatch: which Triton worker runs a generation, and when.
+
+    WorkerPool  the registry of workers: versions each holds (verified at load), KV capacity per
+                version, the frontend's estimate of blocks in use, health, draining
+    Dispatcher  dispatch(ticket, request): waits in the FairQueue until a routable worker holding
+                the pinned version has room for the ticket's blocks (bounded by the tier's queue
+                allowance), sends the request, and on a refusal tries the next worker; UNAVAILABLE
+                when none takes it. The estimate is released when the generation ends.
+
+A worker's free blocks are estimated from its configured pool minus the blocks reserved by the
+generations this frontend sent it (the worker's own reservation is the authority: a refusal moves
+on to the next worker).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+import grpc
+
+from frontend.admission import BATCH, INTERACTIVE, FairQueue, Ticket, WaitPredictor
+from frontend.errors import ApiError, unavailable
+from frontend.registry import ServedVersion
+from frontend.worker import (
+    TritonWorker,
+    WorkerCapacityError,
+    WorkerChunk,
+    WorkerError,
+    WorkerLost,
+    WorkerRequest,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class WorkerHandle:
+    worker_id: str
+    address: str  # Triton gRPC host:port
+    client: TritonWorker
+    capacity: dict[str, int] = field(default_factory=dict)  # version id -> KV blocks of its engine
+    reserved: dict[str, int] = field(default_factory=dict)  # version id -> blocks of our generations
+    active: int = 0  # generations running on it now
+    healthy: bool = True
+    draining: bool = False
+    last_heartbeat: float = 0.0  # time.time() of the last health check that passed
+
+    def free_blocks(self, version_id: str) -> int:
+        return self.capacity.get(version_id, 0) - self.reserved.get(version_id, 0)
+
+    def routable(self, version_id: str) -> bool:
+        return self.healthy and not self.draining and version_id in self.capacity
+
+
+class WorkerPool:
+    def __init__(self) -> None:
+        self.workers: dict[str, WorkerHandle] = {}
+        self.block_size: dict[str, int] = {}  # version id -> tokens per KV block of its engines
+
+    def add(self, worker: WorkerHandle) -> None:
+        self.workers[worker.worker_id] = worker
+
+    def routable(self, version_id: str) -> list[WorkerHandle]:
+        return [w for w in self.workers.values() if w.routable(version_id)]
+
+    def with_room(
+        self, version_id: str, blocks: int, exclude: frozenset[str] = frozenset()
+    ) -> WorkerHandle | None:
+        """The routable worker with the most estimated free blocks, if they fit."""
+        fits = [
+            w
+            for w in self.routable(version_id)
+            if w.worker_id not in exclude and w.free_blocks(version_id) >= blocks
+        ]
+        return max(fits, key=lambda w: (w.free_blocks(version_id), w.worker_id), default=None)
+
+
+async def ready_workers(pool: WorkerPool, version: ServedVersion) -> int:
+    """Routable workers whose Triton reports the version's model ready now."""
+    ready = 0
+    for w in pool.routable(version.version_id):
+        ready += await w.client.is_model_ready(version.triton_model_name)
+    return ready
+
+
+@dataclass(slots=True)
+class Dispatched:
+    worker: WorkerHandle
+    chunks: AsyncIterator[WorkerChunk]  # the rest of the worker's stream
+    first: WorkerChunk  # its admission response (or first tokens)
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        pool: WorkerPool,
+        predictor: WaitPredictor | None = None,
+        queue_wait_s: dict[int, float] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.pool = pool
+        self.predictor = predictor or WaitPredictor()
+        self.queue_wait_s = queue_wait_s or {INTERACTIVE: 1.0, BATCH: 600.0}  # per tier
+        self.clock = clock
+        self._queue = FairQueue()
+        self._waiting: dict[str, tuple[Ticket, asyncio.Future[WorkerHandle]]] = {}
+        self._started: set[str] = set()
+        self._versions: dict[str, str] = {}  # generation id -> pinned version, while queued
+
+    # --- admission --------------------------------------------------------------------------
+
+    def check_deadline(self, ticket: Ticket) -> None:
+        """UNAVAILABLE when the predicted wait before this ticket's prefill exceeds its tier's
+        allowance (a batch-tier request has a far larger one)."""
+        wait = self.predictor.predict_wait_s(
+            ticket.tenant_id, ticket.weight, ticket.tier, ticket.prompt_tokens
+        )
+        allowed = self.queue_wait_s[ticket.tier]
+        if wait > allowed:
+            raise unavailable(
+                "QUEUE_DEADLINE",
+                f"predicted queue wait {wait:.1f}s exceeds the {_tier(ticket.tier)} allowance {allowed:.1f}s"
+                + (" (the BATCH tier accepts longer waits)" if ticket.tier == INTERACTIVE else ""),
+                retry_after_s=max(1.0, wait - allowed),
+            )
+
+    def started(self, ticket: Ticket, cached_tokens: int) -> None:
+        """Its first token arrived: the prefill is done."""
+        if ticket.generation_id not in self._started:
+            self._started.add(ticket.generation_id)
+            self.predictor.started(ticket, cached_tokens, self.clock())
+
+    # --- dispatch ---------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def dispatch(
+        self, ticket: Ticket, request: WorkerRequest, version_id: str
+    ) -> AsyncIterator[Dispatched]:
+        """A worker's admitted stream for the request; its blocks are released on exit."""
+        worker: WorkerHandle | None = None
+        self.predictor.add(ticket, self.clock())  # its prompt joins the predicted backlog
+        try:
+            worker = await self._acquire(ticket, version_id)
+            tried: set[str] = set()
+            while True:
+                chunks = worker.client.generate(request)
+                try:
+                    first = await anext(chunks)
+                    break
+                except (WorkerCapacityError, WorkerLost, StopAsyncIteration) as e:
+                    await chunks.aclose()
+                    log.info(
+                        "generation %s: worker %s did not take it (%s)",
+                        ticket.generation_id,
+                        worker.worker_id,
+                        type(e).__name__,
+                    )
+                    tried.add(worker.worker_id)
+                    self._release(worker, ticket, version_id)
+                    worker = self.pool.with_room(version_id, ticket.blocks, exclude=frozenset(tried))
+                    if worker is None:
+                        raise _refused(e) from e
+                    self._reserve(worker, ticket, version_id)
+                except WorkerError as e:
+                    await chunks.aclose()
+                    raise ApiError(
+                        grpc.StatusCode.INTERNAL, "WORKER_REJECTED", f"the worker rejected the request: {e}"
+                    ) from e
+            try:
+                yield Dispatched(worker, chunks, first)
+            finally:
+                await chunks.aclose()  # cancels the worker request if it is still running
+        finally:
+            if worker is not None:
+                self._release(worker, ticket, version_id)
+            if ticket.generation_id in self._started:
+                self._started.discard(ticket.generation_id)
+            else:
+                self.predictor.dropped(ticket, self.clock())
+
+    async def _acquire(self, ticket: Ticket, version_id: str) -> WorkerHandle:
+        routable = self.pool.routable(version_id)
+        if not routable:
+            raise unavailable("NO_WORKER", f"no ready worker holds {version_id} now")
+        if ticket.blocks > max(w.capacity[version_id] for w in routable):
+            raise unavailable(
+                "WORKER_CAPACITY", f"needs {ticket.blocks} KV blocks, more than any worker's pool holds"
+            )
+        if not len(self._queue):
+            worker = self.pool.with_room(version_id, ticket.blocks)
+            if worker is not None:
+                self._reserve(worker, ticket, version_id)
+                return worker
+        future: asyncio.Future[WorkerHandle] = asyncio.get_running_loop().create_future()
+        self._queue.push(ticket)
+        self._waiting[ticket.generation_id] = (ticket, future)
+        self._versions[ticket.generation_id] = version_id
+        allowed = self.queue_wait_s[ticket.tier]
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout=allowed)
+        except TimeoutError:
+            if future.done():  # handed room just as the allowance ran out
+                return future.result()
+            free = max((w.free_blocks(version_id) for w in self.pool.routable(version_id)), default=0)
+            raise unavailable(
+                "WORKER_CAPACITY",
+                f"needs {ticket.blocks} KV blocks and no worker had them free within the "
+                f"{_tier(ticket.tier)} allowance ({allowed:.1f}s; the most free now is {free})",
+            ) from None
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():  # room was handed over: give it back
+                self._release(future.result(), ticket, version_id)
+            raise
+        finally:
+            if not future.done():
+                self._queue.remove(ticket)
+                future.cancel()
+            self._waiting.pop(ticket.generation_id, None)
+            self._versions.pop(ticket.generation_id, None)
+            self.pump()  # the head may have left
+
+    def pump(self) -> None:
+        """Hands free room to the queue's head while it fits (strict order: no starvation)."""
+        while (head := self._queue.head()) is not None:
+            version_id = self._versions[head.generation_id]
+            worker = self.pool.with_room(version_id, head.blocks)
+            if worker is None:
+                return
+            self._queue.pop()
+            _, future = self._waiting[head.generation_id]
+            self._reserve(worker, head, version_id)
+            future.set_result(worker)
+
+    def _reserve(self, worker: WorkerHandle, ticket: Ticket, version_id: str) -> None:
+        worker.reserved[version_id] = worker.reserved.get(version_id, 0) + ticket.blocks
+        worker.active += 1
+
+    def _release(self, worker: WorkerHandle, ticket: Ticket, version_id: str) -> None:
+        worker.reserved[version_id] -= ticket.blocks
+        worker.active -= 1
+        self.pump()
+
+
+def _tier(tier: int) -> str:
+    return "interactive" if tier == INTERACTIVE else "batch"
+
+
+def _refused(e: BaseException) -> ApiError:
+    if isinstance(e, WorkerCapacityError):
+        return unavailable("WORKER_CAPACITY", f"no worker capacity for this request now: {e}")
+    return unavailable("WORKER_UNAVAILABLE", "no worker could take the request")

@@ -1,0 +1,133 @@
+"""The dispatcher over fake worker clients: room estimates, fair waiting, refusal fallback."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator
+
+import grpc
+import pytest
+
+from frontend.admission import INTERACTIVE, Ticket
+from frontend.errors import ApiError
+from frontend.routing import Dispatcher, WorkerHandle, WorkerPool
+from frontend.worker import WorkerCapacityError, WorkerChunk, WorkerLost, WorkerRequest
+
+V = "m@1"
+ACK = WorkerChunk([], 3, 0, 0)
+
+
+class FakeClient:
+    """Admits (yields an admission chunk, then waits for release) or refuses every request."""
+
+    def __init__(self, refuse: type[Exception] | None = None) -> None:
+        self.refuse = refuse
+        self.seen: list[str] = []
+
+    async def generate(self, req: WorkerRequest) -> AsyncGenerator[WorkerChunk, None]:
+        self.seen.append(req.generation_id)
+        if self.refuse is not None:
+            raise self.refuse("no")
+        yield ACK
+        await asyncio.Event().wait()  # runs until the dispatcher closes the stream
+
+
+def pool_of(**workers: tuple[FakeClient, int]) -> WorkerPool:
+    pool = WorkerPool()
+    for wid, (client, blocks) in workers.items():
+        pool.add(WorkerHandle(wid, wid, client, capacity={V: blocks}))  # type: ignore[arg-type]
+    return pool
+
+
+def ticket(gid: str, tenant: str = "A", blocks: int = 10) -> Ticket:
+    return Ticket(gid, tenant, 1.0, INTERACTIVE, 100, blocks)
+
+
+def request(gid: str) -> WorkerRequest:
+    return WorkerRequest(model="m", prompt_ids=(1, 2, 3), max_output_tokens=4, end_id=0, generation_id=gid)
+
+
+async def test_routes_to_the_worker_with_most_free_blocks_and_releases_on_exit() -> None:
+    pool = pool_of(w1=(FakeClient(), 30), w2=(FakeClient(), 50))
+    d = Dispatcher(pool)
+    async with d.dispatch(ticket("g1", blocks=25), request("g1"), V) as got:
+        assert got.worker.worker_id == "w2" and got.first == ACK
+        assert pool.workers["w2"].free_blocks(V) == 25
+        async with d.dispatch(ticket("g2", blocks=25), request("g2"), V) as second:
+            assert second.worker.worker_id == "w1"
+    assert [w.free_blocks(V) for w in pool.workers.values()] == [30, 50]
+    assert [w.active for w in pool.workers.values()] == [0, 0]
+
+
+async def test_a_refusal_moves_on_to_the_next_worker() -> None:
+    full, ok = FakeClient(refuse=WorkerCapacityError), FakeClient()
+    pool = pool_of(w1=(full, 100), w2=(ok, 50))
+    async with Dispatcher(pool).dispatch(ticket("g"), request("g"), V) as got:
+        assert got.worker.worker_id == "w2"
+    assert full.seen == ["g"] and ok.seen == ["g"]
+
+
+async def test_every_worker_refusing_is_unavailable_worker_capacity() -> None:
+    pool = pool_of(w1=(FakeClient(refuse=WorkerCapacityError), 100), w2=(FakeClient(refuse=WorkerLost), 50))
+    with pytest.raises(ApiError) as e:
+        async with Dispatcher(pool).dispatch(ticket("g"), request("g"), V):
+            pass
+    assert e.value.code == grpc.StatusCode.UNAVAILABLE
+    assert [w.reserved[V] for w in pool.workers.values()] == [0, 0]
+
+
+async def test_waits_for_room_in_fair_order_then_times_out() -> None:
+    pool = pool_of(w1=(FakeClient(), 10))
+    d = Dispatcher(pool, queue_wait_s={INTERACTIVE: 5.0})
+    order: list[str] = []
+
+    async def run(gid: str, tenant: str, hold: asyncio.Event) -> None:
+        async with d.dispatch(ticket(gid, tenant), request(gid), V):
+            order.append(gid)
+            await hold.wait()
+
+    release = {g: asyncio.Event() for g in ("a0", "a1", "a2", "b0")}
+    first = asyncio.create_task(run("a0", "A", release["a0"]))
+    await asyncio.sleep(0)
+    waiting = [asyncio.create_task(run(g, t, release[g])) for g, t in (("a1", "A"), ("a2", "A"), ("b0", "B"))]
+    await asyncio.sleep(0.05)
+    assert order == ["a0"]
+    for gid in ("a0", "a1", "b0"):
+        release[gid].set()
+        while len(order) < {"a0": 2, "a1": 3, "b0": 4}[gid]:
+            await asyncio.sleep(0.01)
+    assert order == ["a0", "a1", "b0", "a2"]  # B's ticket overtakes A's backlog
+    release["a2"].set()
+    await asyncio.gather(first, *waiting)
+
+
+async def test_queue_wait_beyond_the_allowance_is_unavailable() -> None:
+    pool = pool_of(w1=(FakeClient(), 10))
+    d = Dispatcher(pool, queue_wait_s={INTERACTIVE: 0.1})
+    async with d.dispatch(ticket("hog"), request("hog"), V):
+        with pytest.raises(ApiError) as e:
+            async with d.dispatch(ticket("late"), request("late"), V):
+                pass
+    assert e.value.reason == "WORKER_CAPACITY" and e.value.retry_after_s is not None
+    assert len(d._queue) == 0 and pool.workers["w1"].free_blocks(V) == 10
+
+
+async def test_drained_or_unhealthy_workers_take_nothing() -> None:
+    pool = pool_of(w1=(FakeClient(), 10))
+    pool.workers["w1"].draining = True
+    with pytest.raises(ApiError) as e:
+        async with Dispatcher(pool).dispatch(ticket("g"), request("g"), V):
+            pass
+    assert e.value.reason == "NO_WORKER"
+
+
+def test_queue_deadline_refuses_interactive_but_not_batch() -> None:
+    d = Dispatcher(pool_of(w1=(FakeClient(), 10)), queue_wait_s={INTERACTIVE: 1.0, 1: 600.0})
+    d.predictor.prior_tokens_per_s = 100.0
+    d.predictor.add(Ticket("x", "A", 1.0, INTERACTIVE, 500, 1), now=0.0)
+    with pytest.raises(ApiError) as e:
+        d.check_deadline(Ticket("y", "A", 1.0, INTERACTIVE, 100, 1))
+    assert e.value.code == grpc.StatusCode.UNAVAILABLE and e.value.reason == "QUEUE_DEADLINE"
+    assert e.value.retry_after_s == pytest.approx(4.0)
+    d.check_deadline(Ticket("z", "A", 1.0, 1, 100, 1))  # the batch tier waits up to 600 s
+    d.check_deadline(Ticket("w", "B", 1.0, INTERACTIVE, 50, 1))  # another tenant: fair share only
