@@ -133,10 +133,20 @@ class FairQueue:
     def head(self) -> Ticket | None:
         return self._items[0][3] if self._items else None
 
+    def in_order(self) -> list[Ticket]:
+        return [item[3] for item in self._items]
+
     def pop(self) -> Ticket:
-        tier, start, _, t = self._items.pop(0)
-        self._vtime[tier] = max(self._vtime[tier], start)
-        return t
+        return self.take(self._items[0][3])
+
+    def take(self, t: Ticket) -> Ticket:
+        """Dequeues `t` to run (the head, or one that fits where the head does not)."""
+        for i, (tier, start, _, queued) in enumerate(self._items):
+            if queued is t:
+                del self._items[i]
+                self._vtime[tier] = max(self._vtime[tier], start)
+                return t
+        raise KeyError(t.generation_id)
 
     def remove(self, t: Ticket) -> None:
         """A waiting ticket leaves (cancelled or timed out); its tenant's tags are kept."""

@@ -221,11 +221,15 @@ class GenerationManager:
     async def _run(self, live: LiveGeneration, run: GenerationRun, ticket: Ticket, lease: Lease) -> None:
         reported = 0
         report_seq = 0
+        settling: asyncio.Future[Lease] | None = None  # the run ended on its own: sealing it
         try:
             try:
                 async for event in run.events(self.dispatcher, ticket):
                     if event.HasField("finished"):
-                        lease = await self._settle(run, lease, event.finished.reason, report_seq + 1)
+                        settling = asyncio.ensure_future(
+                            self._settle(run, lease, event.finished.reason, report_seq + 1)
+                        )
+                        lease = await asyncio.shield(settling)
                     elif len(run.output_ids) - reported >= self.settings.usage_every_tokens:
                         report_seq += 1
                         reported = len(run.output_ids)
@@ -233,7 +237,11 @@ class GenerationManager:
                         lease = await asyncio.to_thread(self._renew, lease)
                     live.log.append(event)
             except asyncio.CancelledError:
-                await self._close_cancelled(live, run, lease, report_seq + 1)
+                if settling is None:
+                    await self._close_cancelled(live, run, lease, report_seq + 1)
+                else:  # too late to cancel: its own `finished` follows once it is sealed
+                    await settling
+                    live.log.append(event)
             except ApiError as e:  # refused before any event: the client gets the status
                 live.error = e
                 await asyncio.to_thread(self._end, lease, GenerationState.FAILED, e.reason)

@@ -4,8 +4,10 @@
                 version, the frontend's estimate of blocks in use, health, draining
     Dispatcher  dispatch(ticket, request): waits in the FairQueue until a routable worker holding
                 the pinned version has room for the ticket's blocks (bounded by the tier's queue
-                allowance), sends the request, and on a refusal tries the next worker; UNAVAILABLE
-                when none takes it. The estimate is released when the generation ends.
+                allowance; room goes to waiting tickets in fair order, and one too big for the
+                room left does not hold back smaller ones), sends the request, and on a refusal
+                tries the next worker; UNAVAILABLE when none takes it. The estimate is released
+                when the generation ends.
 
 A worker's free blocks are estimated from its configured pool minus the blocks reserved by the
 generations this frontend sent it (the worker's own reservation is the authority: a refusal moves
@@ -191,15 +193,11 @@ class Dispatcher:
             raise unavailable(
                 "WORKER_CAPACITY", f"needs {ticket.blocks} KV blocks, more than any worker's pool holds"
             )
-        if not len(self._queue):
-            worker = self.pool.with_room(version_id, ticket.blocks)
-            if worker is not None:
-                self._reserve(worker, ticket, version_id)
-                return worker
         future: asyncio.Future[WorkerHandle] = asyncio.get_running_loop().create_future()
         self._queue.push(ticket)
         self._waiting[ticket.generation_id] = (ticket, future)
         self._versions[ticket.generation_id] = version_id
+        self.pump()
         allowed = self.queue_wait_s[ticket.tier]
         try:
             return await asyncio.wait_for(asyncio.shield(future), timeout=allowed)
@@ -225,15 +223,16 @@ class Dispatcher:
             self.pump()  # the head may have left
 
     def pump(self) -> None:
-        """Hands free room to the queue's head while it fits (strict order: no starvation)."""
-        while (head := self._queue.head()) is not None:
-            version_id = self._versions[head.generation_id]
-            worker = self.pool.with_room(version_id, head.blocks)
+        """Hands free room to waiting tickets in fair order; one that does not fit yet does not
+        hold back smaller ones behind it (each waits at most its tier's allowance)."""
+        for t in self._queue.in_order():
+            version_id = self._versions[t.generation_id]
+            worker = self.pool.with_room(version_id, t.blocks)
             if worker is None:
-                return
-            self._queue.pop()
-            _, future = self._waiting[head.generation_id]
-            self._reserve(worker, head, version_id)
+                continue
+            self._queue.take(t)
+            _, future = self._waiting[t.generation_id]
+            self._reserve(worker, t, version_id)
             future.set_result(worker)
 
     def _reserve(self, worker: WorkerHandle, ticket: Ticket, version_id: str) -> None:

@@ -76,7 +76,7 @@ async def test_every_worker_refusing_is_unavailable_worker_capacity() -> None:
     assert [w.reserved[V] for w in pool.workers.values()] == [0, 0]
 
 
-async def test_waits_for_room_in_fair_order_then_times_out() -> None:
+async def test_waits_for_room_in_fair_order() -> None:
     pool = pool_of(w1=(FakeClient(), 10))
     d = Dispatcher(pool, queue_wait_s={INTERACTIVE: 5.0})
     order: list[str] = []
@@ -87,18 +87,18 @@ async def test_waits_for_room_in_fair_order_then_times_out() -> None:
             await hold.wait()
 
     release = {g: asyncio.Event() for g in ("a0", "a1", "a2", "b0")}
-    first = asyncio.create_task(run("a0", "A", release["a0"]))
+    tasks = [asyncio.create_task(run("a0", "A", release["a0"]))]
     await asyncio.sleep(0)
-    waiting = [asyncio.create_task(run(g, t, release[g])) for g, t in (("a1", "A"), ("a2", "A"), ("b0", "B"))]
+    tasks += [asyncio.create_task(run(g, t, release[g])) for g, t in (("a1", "A"), ("a2", "A"), ("b0", "B"))]
     await asyncio.sleep(0.05)
-    assert order == ["a0"]
-    for gid in ("a0", "a1", "b0"):
-        release[gid].set()
-        while len(order) < {"a0": 2, "a1": 3, "b0": 4}[gid]:
+    assert order == ["a0"]  # one at a time: each takes the whole pool
+    for n in range(1, 4):
+        release[order[-1]].set()
+        while len(order) == n:
             await asyncio.sleep(0.01)
-    assert order == ["a0", "a1", "b0", "a2"]  # B's ticket overtakes A's backlog
+    assert order == ["a0", "b0", "a1", "a2"]  # B's ticket overtakes A's backlog
     release["a2"].set()
-    await asyncio.gather(first, *waiting)
+    await asyncio.gather(*tasks)
 
 
 async def test_queue_wait_beyond_the_allowance_is_unavailable() -> None:
@@ -131,3 +131,18 @@ def test_queue_deadline_refuses_interactive_but_not_batch() -> None:
     assert e.value.retry_after_s == pytest.approx(4.0)
     d.check_deadline(Ticket("z", "A", 1.0, 1, 100, 1))  # the batch tier waits up to 600 s
     d.check_deadline(Ticket("w", "B", 1.0, INTERACTIVE, 50, 1))  # another tenant: fair share only
+
+
+async def test_a_ticket_too_big_for_the_room_left_does_not_hold_back_smaller_ones() -> None:
+    pool = pool_of(w1=(FakeClient(), 10))
+    d = Dispatcher(pool, queue_wait_s={INTERACTIVE: 5.0})
+    async with d.dispatch(ticket("hog", blocks=6), request("hog"), V):
+        big_cm = d.dispatch(ticket("big", blocks=8), request("big"), V)
+        big = asyncio.create_task(big_cm.__aenter__())
+        await asyncio.sleep(0.01)
+        async with d.dispatch(ticket("small", "B", blocks=4), request("small"), V) as got:
+            assert got.worker.worker_id == "w1" and not big.done()
+    got_big = await big  # room freed: the big ticket goes next
+    assert got_big.worker.worker_id == "w1"
+    await big_cm.__aexit__(None, None, None)
+    assert pool.workers["w1"].free_blocks(V) == 10
