@@ -29,6 +29,8 @@ class FrontendSettings:
     stream_retain_s: float = 300.0  # a finished generation stays resumable this long
     stream_max_events: int = 4096  # retained events per generation
     stream_max_bytes: int = 4 << 20  # retained bytes per generation
+    slow_consumer_timeout_s: float = 30.0  # a generation paused this long for its reader is cancelled
+    converse_window_events: int = 256  # Converse: events sent per generation beyond the client's ack
 
 
 @dataclass(slots=True, frozen=True)
@@ -130,6 +132,9 @@ def _build(cls: Any, raw: Any, where: str) -> Any:
 
 
 def _check(cfg: PlatformConfig, where: str) -> None:
+    f = cfg.frontend
+    if not f.slow_consumer_timeout_s > 0 or f.converse_window_events < 1:
+        raise ConfigError(f"{where}: slow_consumer_timeout_s and converse_window_events must be positive")
     for m in cfg.models:
         if m.dtype not in ("float32", "bfloat16"):
             raise ConfigError(f"{where}: model {m.alias}: dtype must be float32 or bfloat16")

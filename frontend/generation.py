@@ -11,7 +11,7 @@ cancels the worker request.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,7 +82,7 @@ class GenerationRun:
             tier=self.tier,
         )
 
-    async def events(self, worker: TritonWorker) -> AsyncIterator[pb.GenerationEvent]:
+    async def events(self, worker: TritonWorker) -> AsyncGenerator[pb.GenerationEvent, None]:
         """The stream; raises ApiError (before any event) when no worker admits the request."""
         chunks = worker.generate(self.worker_request())
         try:

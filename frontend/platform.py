@@ -130,6 +130,7 @@ class Platform:
             retain_s=f.stream_retain_s,
             max_events=f.stream_max_events,
             max_bytes=f.stream_max_bytes,
+            slow_consumer_timeout_s=f.slow_consumer_timeout_s,
         )
         manager = GenerationManager(self.store, aggregator, worker, settings)
         try:

@@ -11,11 +11,11 @@ import grpc
 
 from billing.tenant_usage import TenantUsage, usage_by_tenant
 from control.store import Store
-from frontend.auth import current_tenant
+from frontend.auth import Tenant, current_tenant
 from frontend.errors import ApiError, invalid_argument
 from frontend.generations import GenerationManager, LiveGeneration
 from frontend.registry import ModelRegistry, ServedVersion
-from frontend.stream_log import CursorExpired
+from frontend.stream_log import Cursor, CursorExpired
 from frontend.tokenization import TemplateError
 from frontend.validation import ValidatedRequest, check_context, check_for_version, validate
 from frontend.worker import TritonWorker
@@ -55,15 +55,21 @@ class GenerationsService(generations_pb2_grpc.GenerationsServicer):
     async def Generate(
         self, request: generations_pb2.GenerateRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[generations_pb2.GenerationEvent]:
-        tenant = current_tenant()
         try:
-            req = validate(request)
-            version = self.registry.resolve(req.model)
-            prompt_ids = tokenize(version, req)
-            live = await self.manager.start(tenant, req, version, prompt_ids)
+            live = await self.start(current_tenant(), request)
         except ApiError as e:
             await context.abort_with_status(e.to_status())
             return
+        async for event in self._follow(live, 0, context):
+            yield event
+
+    async def start(self, tenant: Tenant, request: generations_pb2.GenerateRequest) -> LiveGeneration:
+        """Validates, resolves, tokenizes and admits a request (Generate, Converse's `start`);
+        raises ApiError when it is refused."""
+        req = validate(request)
+        version = self.registry.resolve(req.model)
+        prompt_ids = tokenize(version, req)
+        live = await self.manager.start(tenant, req, version, prompt_ids)
         log.info(
             "generation %s tenant=%s model=%s prompt_tokens=%d max_output=%d",
             live.generation_id,
@@ -72,8 +78,7 @@ class GenerationsService(generations_pb2_grpc.GenerationsServicer):
             len(prompt_ids),
             req.params.max_output_tokens,
         )
-        async for event in self._follow(live, 0, context):
-            yield event
+        return live
 
     async def Resume(
         self, request: generations_pb2.ResumeRequest, context: grpc.aio.ServicerContext
@@ -94,14 +99,24 @@ class GenerationsService(generations_pb2_grpc.GenerationsServicer):
     async def _follow(
         self, live: LiveGeneration, after: int, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[generations_pb2.GenerationEvent]:
-        """The generation's events after `after`; a client that goes away starts the grace period."""
+        """The generation's events after `after`; a client that goes away starts the grace period.
+
+        The reader's cursor advances as grpc takes each event: grpc awaits a write's completion
+        before asking for the next, so a client that stops reading stops the cursor once HTTP/2
+        flow control blocks the write, and then the run is paused (and, too slow, cancelled)."""
         error: ApiError | None = None
+        try:
+            cursor = live.log.attach(after)
+        except CursorExpired:
+            await context.abort_with_status(_cursor_expired(live.generation_id).to_status())
+            return
         # the RPC's end (completion, cancellation, disconnect) is seen by the context's callback,
         # not by this generator, which grpc may never resume once the client has gone
         self.manager.client_joined(live)
-        context.add_done_callback(lambda _: self.manager.client_left(live))
+        context.add_done_callback(lambda _: self._left(live, cursor))
         try:
-            async for event in live.log.follow(after):
+            async for event in live.log.follow(after, cursor):
+                live.log.advance(cursor, event.sequence)
                 yield event
         except CursorExpired:
             error = _cursor_expired(live.generation_id)
@@ -109,6 +124,10 @@ class GenerationsService(generations_pb2_grpc.GenerationsServicer):
             error = live.error  # refused before its first event: the stream carries only the status
         if error is not None:
             await context.abort_with_status(error.to_status())
+
+    def _left(self, live: LiveGeneration, cursor: Cursor) -> None:
+        live.log.detach(cursor)
+        self.manager.client_left(live)
 
     async def GetGeneration(
         self, request: generations_pb2.GetGenerationRequest, context: grpc.aio.ServicerContext

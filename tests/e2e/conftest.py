@@ -21,7 +21,12 @@ KEY_GAMMA = "key-gamma"  # a tenant allowed one generation at a time
 def platform_config(store: Path | None = None) -> PlatformConfig:
     return parse_config(
         {
-            "frontend": {"disconnect_grace_s": 0.5, "stream_max_events": 64},
+            "frontend": {
+                "disconnect_grace_s": 0.5,
+                "stream_max_events": 64,
+                "slow_consumer_timeout_s": 2.0,
+                "converse_window_events": 8,
+            },
             "store": {"url": f"sqlite:///{store}" if store else "sqlite:///var/test-control.sqlite"},
             "tenants": [
                 {"id": "alpha", "api_keys": [KEY_ALPHA]},
