@@ -135,7 +135,11 @@ class Platform:
         manager = GenerationManager(self.store, aggregator, worker, settings)
         try:
             async with frontend_server(
-                listen or f.listen, ApiKeyStore(self.cfg.tenants), self.registry, manager
+                listen or f.listen,
+                ApiKeyStore(self.cfg.tenants),
+                self.registry,
+                manager,
+                f.converse_window_events,
             ) as bound:
                 yield bound
         finally:

@@ -12,7 +12,8 @@ import grpc
 from billing.tenant_usage import TenantUsage, usage_by_tenant
 from control.store import Store
 from frontend.auth import Tenant, current_tenant
-from frontend.errors import ApiError, invalid_argument
+from frontend.converse import Conversation
+from frontend.errors import ApiError, cursor_expired, invalid_argument
 from frontend.generations import GenerationManager, LiveGeneration
 from frontend.registry import ModelRegistry, ServedVersion
 from frontend.stream_log import Cursor, CursorExpired
@@ -32,10 +33,6 @@ log = logging.getLogger(__name__)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-async def _unimplemented(context: grpc.aio.ServicerContext, rpc: str) -> None:
-    await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{rpc} is not implemented yet")
-
-
 def tokenize(version: ServedVersion, req: ValidatedRequest) -> tuple[int, ...]:
     tok = version.tokenizer
     check_for_version(req.params, tok.vocab_size)
@@ -48,9 +45,12 @@ def tokenize(version: ServedVersion, req: ValidatedRequest) -> tuple[int, ...]:
 
 
 class GenerationsService(generations_pb2_grpc.GenerationsServicer):
-    def __init__(self, registry: ModelRegistry, manager: GenerationManager) -> None:
+    def __init__(
+        self, registry: ModelRegistry, manager: GenerationManager, converse_window: int = 256
+    ) -> None:
         self.registry = registry
         self.manager = manager
+        self.converse_window = converse_window  # Converse: events per generation beyond the ack
 
     async def Generate(
         self, request: generations_pb2.GenerateRequest, context: grpc.aio.ServicerContext
@@ -88,7 +88,7 @@ class GenerationsService(generations_pb2_grpc.GenerationsServicer):
         if live is None:
             try:  # NOT_FOUND for another tenant's or an unknown id; else its stream expired
                 await self.manager.get(tenant.id, generation_id=request.generation_id)
-                error = _cursor_expired(request.generation_id)
+                error = cursor_expired(request.generation_id)
             except ApiError as e:
                 error = e
             await context.abort_with_status(error.to_status())
@@ -108,7 +108,7 @@ class GenerationsService(generations_pb2_grpc.GenerationsServicer):
         try:
             cursor = live.log.attach(after)
         except CursorExpired:
-            await context.abort_with_status(_cursor_expired(live.generation_id).to_status())
+            await context.abort_with_status(cursor_expired(live.generation_id).to_status())
             return
         # the RPC's end (completion, cancellation, disconnect) is seen by the context's callback,
         # not by this generator, which grpc may never resume once the client has gone
@@ -119,7 +119,7 @@ class GenerationsService(generations_pb2_grpc.GenerationsServicer):
                 live.log.advance(cursor, event.sequence)
                 yield event
         except CursorExpired:
-            error = _cursor_expired(live.generation_id)
+            error = cursor_expired(live.generation_id)
         if error is None and live.error is not None and live.log.last_sequence == 0:
             error = live.error  # refused before its first event: the stream carries only the status
         if error is not None:
@@ -153,18 +153,18 @@ class GenerationsService(generations_pb2_grpc.GenerationsServicer):
             await context.abort_with_status(e.to_status())
             raise AssertionError("unreachable") from e
 
-    async def Converse(self, request_iterator, context):
-        await _unimplemented(context, "Converse")
-        yield  # pragma: no cover - makes this an async generator
-
-
-def _cursor_expired(generation_id: str) -> ApiError:
-    return ApiError(
-        grpc.StatusCode.OUT_OF_RANGE,
-        "CURSOR_EXPIRED",
-        f"the events of generation {generation_id} after this cursor are no longer retained",
-        {"generation_id": generation_id},
-    )
+    async def Converse(
+        self,
+        request_iterator: AsyncIterator[generations_pb2.ConverseRequest],
+        context: grpc.aio.ServicerContext,
+    ) -> AsyncIterator[generations_pb2.GenerationEvent]:
+        conversation = Conversation(current_tenant(), self.start, self.manager, self.converse_window)
+        context.add_done_callback(lambda _: conversation.close())
+        try:
+            async for event in conversation.events(request_iterator):
+                yield event
+        except ApiError as e:
+            await context.abort_with_status(e.to_status())
 
 
 class ModelsService(models_pb2_grpc.ModelsServicer):
