@@ -16,8 +16,9 @@ cursor before the first retained event gets CursorExpired (OUT_OF_RANGE / CURSOR
                 droppable (every reader  | unconsumed: at most max_events / max_bytes,
                 has consumed it)         | or the producer waits
 
-Server memory per generation is bounded by the limits plus the events the producer appends without
-waiting for room: at most three (one held when its wait timed out, then the closing usage and finished).
+Server memory per generation is bounded by the limits plus a few events: the one appended while the
+unconsumed part was just under the byte limit, and those appended without waiting for room (one held
+when its wait timed out, then the closing usage and finished).
 """
 
 from __future__ import annotations
