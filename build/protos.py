@@ -10,6 +10,7 @@ import sys
 from importlib import resources
 from pathlib import Path
 
+from google.rpc import status_pb2
 from grpc_tools import protoc
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -19,10 +20,12 @@ PROTO_ROOT = ROOT / "protos"
 def generate(out_dir: Path = ROOT) -> list[Path]:
     protos = sorted(PROTO_ROOT.glob("llm/v1/*.proto"))
     well_known = str(resources.files("grpc_tools") / "_proto")
+    google_rpc = str(Path(status_pb2.__file__).parents[2])  # google/rpc/status.proto
     args = [
         "grpc_tools.protoc",
         f"-I{PROTO_ROOT}",
         f"-I{well_known}",
+        f"-I{google_rpc}",
         f"--python_out={out_dir}",
         f"--pyi_out={out_dir}",
         f"--grpc_python_out={out_dir}",

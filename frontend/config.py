@@ -35,6 +35,8 @@ class FrontendSettings:
     interactive_queue_wait_s: float = 1.0
     batch_queue_wait_s: float = 600.0
     prefill_tokens_per_s: float = 500.0  # the prediction's prior until prefill rates are measured
+    slow_consumer_timeout_s: float = 30.0  # a generation paused this long for its reader is cancelled
+    converse_window_events: int = 256  # Converse: events sent per generation beyond the client's ack
 
 
 @dataclass(slots=True, frozen=True)
@@ -137,6 +139,9 @@ def _build(cls: Any, raw: Any, where: str) -> Any:
 
 
 def _check(cfg: PlatformConfig, where: str) -> None:
+    f = cfg.frontend
+    if not f.slow_consumer_timeout_s > 0 or f.converse_window_events < 1:
+        raise ConfigError(f"{where}: slow_consumer_timeout_s and converse_window_events must be positive")
     for m in cfg.models:
         if m.dtype not in ("float32", "bfloat16"):
             raise ConfigError(f"{where}: model {m.alias}: dtype must be float32 or bfloat16")

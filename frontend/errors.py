@@ -29,6 +29,10 @@ class ApiError(Exception):
         return f"{self.code.name} {self.reason}: {self.message}"
 
     def to_status(self, rng: random.Random | None = None) -> grpc.Status:
+        return rpc_status.to_status(self.to_proto(rng))
+
+    def to_proto(self, rng: random.Random | None = None) -> status_pb2.Status:
+        """The google.rpc.Status (also carried in a Converse `rejected` event)."""
         details = []
         info = error_details_pb2.ErrorInfo(reason=self.reason, domain=DOMAIN, metadata=self.metadata)
         details.append(info)
@@ -40,7 +44,7 @@ class ApiError(Exception):
         status = status_pb2.Status(code=self.code.value[0], message=self.message)
         for d in details:
             status.details.add().Pack(d)
-        return rpc_status.to_status(status)
+        return status
 
 
 def invalid_argument(reason: str, message: str, **metadata: str) -> ApiError:
@@ -53,6 +57,15 @@ def unauthenticated(message: str) -> ApiError:
 
 def unavailable(reason: str, message: str, retry_after_s: float = 1.0) -> ApiError:
     return ApiError(grpc.StatusCode.UNAVAILABLE, reason, message, retry_after_s=retry_after_s)
+
+
+def cursor_expired(generation_id: str) -> ApiError:
+    return ApiError(
+        grpc.StatusCode.OUT_OF_RANGE,
+        "CURSOR_EXPIRED",
+        f"the events of generation {generation_id} after this cursor are no longer retained",
+        {"generation_id": generation_id},
+    )
 
 
 def error_info(status: status_pb2.Status) -> error_details_pb2.ErrorInfo | None:

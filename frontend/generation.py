@@ -11,7 +11,7 @@ cancels the worker request.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,7 +85,9 @@ class GenerationRun:
             tier=self.tier,
         )
 
-    async def events(self, dispatcher: Dispatcher, ticket: Ticket) -> AsyncIterator[pb.GenerationEvent]:
+    async def events(
+        self, dispatcher: Dispatcher, ticket: Ticket
+    ) -> AsyncGenerator[pb.GenerationEvent, None]:
         """The stream; raises ApiError (before any event) when no worker admits the request."""
         async with dispatcher.dispatch(ticket, self.worker_request(), self.version.version_id) as d:
             self.worker_id = d.worker.worker_id

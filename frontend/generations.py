@@ -69,6 +69,7 @@ class GatewaySettings:
     max_events: int = 4096  # per generation's retained log
     max_bytes: int = 4 << 20
     usage_every_tokens: int = 32  # usage report cadence (no database round trip per token)
+    slow_consumer_timeout_s: float = 30.0  # a run paused this long for a reader is cancelled
 
 
 @dataclass(slots=True)
@@ -222,9 +223,10 @@ class GenerationManager:
         reported = 0
         report_seq = 0
         settling: asyncio.Future[Lease] | None = None  # the run ended on its own: sealing it
+        events = run.events(self.dispatcher, ticket)
         try:
             try:
-                async for event in run.events(self.dispatcher, ticket):
+                async for event in events:
                     if event.HasField("finished"):
                         settling = asyncio.ensure_future(
                             self._settle(run, lease, event.finished.reason, report_seq + 1)
@@ -235,9 +237,19 @@ class GenerationManager:
                         reported = len(run.output_ids)
                         self._report(run, report_seq)
                         lease = await asyncio.to_thread(self._renew, lease)
-                    live.log.append(event)
+                    # paused (pulling nothing from the worker) while a reader holds the log full;
+                    # the closing usage and finished never wait
+                    closing = event.HasField("usage") or event.HasField("finished")
+                    timeout = self.settings.slow_consumer_timeout_s
+                    too_slow = not closing and not await live.log.wait_for_room(timeout)
+                    live.log.append(event)  # generated already: one over the limits when too slow
+                    if too_slow:
+                        log.info("generation %s: slow consumer (%.1fs)", live.generation_id, timeout)
+                        self.cancel_live(live, "SLOW_CONSUMER")
+                        await asyncio.sleep(0)  # the cancellation lands here
             except asyncio.CancelledError:
                 if settling is None:
+                    await events.aclose()  # cancelled while paused: end the worker request now
                     await self._close_cancelled(live, run, lease, report_seq + 1)
                 else:  # too late to cancel: its own `finished` follows once it is sealed
                     await settling

@@ -187,6 +187,7 @@ class Platform:
             retain_s=f.stream_retain_s,
             max_events=f.stream_max_events,
             max_bytes=f.stream_max_bytes,
+            slow_consumer_timeout_s=f.slow_consumer_timeout_s,
         )
         dispatcher = Dispatcher(
             self.pool,
@@ -198,7 +199,11 @@ class Platform:
         supervisor.start()
         try:
             async with frontend_server(
-                listen or f.listen, ApiKeyStore(self.cfg.tenants), self.registry, self.manager
+                listen or f.listen,
+                ApiKeyStore(self.cfg.tenants),
+                self.registry,
+                self.manager,
+                f.converse_window_events,
             ) as bound:
                 yield bound
         finally:

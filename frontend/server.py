@@ -45,12 +45,17 @@ async def refresh_health(
 
 @asynccontextmanager
 async def frontend_server(
-    listen: str, keys: ApiKeyStore, registry: ModelRegistry, manager: GenerationManager
+    listen: str,
+    keys: ApiKeyStore,
+    registry: ModelRegistry,
+    manager: GenerationManager,
+    converse_window: int = 256,
 ) -> AsyncIterator[tuple[grpc.aio.Server, int]]:
     """Starts the server on `listen` (port 0 picks one) and yields (server, bound port)."""
     server = grpc.aio.server(interceptors=[AuthInterceptor(keys)])
     pool = manager.dispatcher.pool
-    generations_pb2_grpc.add_GenerationsServicer_to_server(GenerationsService(registry, manager), server)
+    generations = GenerationsService(registry, manager, converse_window)
+    generations_pb2_grpc.add_GenerationsServicer_to_server(generations, server)
     models_pb2_grpc.add_ModelsServicer_to_server(ModelsService(registry, pool), server)
     usage_pb2_grpc.add_UsageServicer_to_server(UsageService(manager.store), server)
     health_servicer = health.aio.HealthServicer()

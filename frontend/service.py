@@ -11,12 +11,13 @@ import grpc
 
 from billing.tenant_usage import TenantUsage, usage_by_tenant
 from control.store import Store
-from frontend.auth import current_tenant
-from frontend.errors import ApiError, invalid_argument
+from frontend.auth import Tenant, current_tenant
+from frontend.converse import Conversation
+from frontend.errors import ApiError, cursor_expired, invalid_argument
 from frontend.generations import GenerationManager, LiveGeneration
 from frontend.registry import ModelRegistry, ServedVersion
 from frontend.routing import WorkerPool, ready_workers
-from frontend.stream_log import CursorExpired
+from frontend.stream_log import Cursor, CursorExpired
 from frontend.tokenization import TemplateError
 from frontend.validation import ValidatedRequest, check_context, check_for_version, validate
 from llm.v1 import (
@@ -32,10 +33,6 @@ log = logging.getLogger(__name__)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-async def _unimplemented(context: grpc.aio.ServicerContext, rpc: str) -> None:
-    await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{rpc} is not implemented yet")
-
-
 def tokenize(version: ServedVersion, req: ValidatedRequest) -> tuple[int, ...]:
     tok = version.tokenizer
     check_for_version(req.params, tok.vocab_size)
@@ -48,22 +45,31 @@ def tokenize(version: ServedVersion, req: ValidatedRequest) -> tuple[int, ...]:
 
 
 class GenerationsService(generations_pb2_grpc.GenerationsServicer):
-    def __init__(self, registry: ModelRegistry, manager: GenerationManager) -> None:
+    def __init__(
+        self, registry: ModelRegistry, manager: GenerationManager, converse_window: int = 256
+    ) -> None:
         self.registry = registry
         self.manager = manager
+        self.converse_window = converse_window  # Converse: events per generation beyond the ack
 
     async def Generate(
         self, request: generations_pb2.GenerateRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[generations_pb2.GenerationEvent]:
-        tenant = current_tenant()
         try:
-            req = validate(request)
-            version = self.registry.resolve(req.model)
-            prompt_ids = tokenize(version, req)
-            live = await self.manager.start(tenant, req, version, prompt_ids)
+            live = await self.start(current_tenant(), request)
         except ApiError as e:
             await context.abort_with_status(e.to_status())
             return
+        async for event in self._follow(live, 0, context):
+            yield event
+
+    async def start(self, tenant: Tenant, request: generations_pb2.GenerateRequest) -> LiveGeneration:
+        """Validates, resolves, tokenizes and admits a request (Generate, Converse's `start`);
+        raises ApiError when it is refused."""
+        req = validate(request)
+        version = self.registry.resolve(req.model)
+        prompt_ids = tokenize(version, req)
+        live = await self.manager.start(tenant, req, version, prompt_ids)
         log.info(
             "generation %s tenant=%s model=%s prompt_tokens=%d max_output=%d",
             live.generation_id,
@@ -72,8 +78,7 @@ class GenerationsService(generations_pb2_grpc.GenerationsServicer):
             len(prompt_ids),
             req.params.max_output_tokens,
         )
-        async for event in self._follow(live, 0, context):
-            yield event
+        return live
 
     async def Resume(
         self, request: generations_pb2.ResumeRequest, context: grpc.aio.ServicerContext
@@ -83,7 +88,7 @@ class GenerationsService(generations_pb2_grpc.GenerationsServicer):
         if live is None:
             try:  # NOT_FOUND for another tenant's or an unknown id; else its stream expired
                 await self.manager.get(tenant.id, generation_id=request.generation_id)
-                error = _cursor_expired(request.generation_id)
+                error = cursor_expired(request.generation_id)
             except ApiError as e:
                 error = e
             await context.abort_with_status(error.to_status())
@@ -94,21 +99,35 @@ class GenerationsService(generations_pb2_grpc.GenerationsServicer):
     async def _follow(
         self, live: LiveGeneration, after: int, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[generations_pb2.GenerationEvent]:
-        """The generation's events after `after`; a client that goes away starts the grace period."""
+        """The generation's events after `after`; a client that goes away starts the grace period.
+
+        The reader's cursor advances as grpc takes each event: grpc awaits a write's completion
+        before asking for the next, so a client that stops reading stops the cursor once HTTP/2
+        flow control blocks the write, and then the run is paused (and, too slow, cancelled)."""
         error: ApiError | None = None
+        try:
+            cursor = live.log.attach(after)
+        except CursorExpired:
+            await context.abort_with_status(cursor_expired(live.generation_id).to_status())
+            return
         # the RPC's end (completion, cancellation, disconnect) is seen by the context's callback,
         # not by this generator, which grpc may never resume once the client has gone
         self.manager.client_joined(live)
-        context.add_done_callback(lambda _: self.manager.client_left(live))
+        context.add_done_callback(lambda _: self._left(live, cursor))
         try:
-            async for event in live.log.follow(after):
+            async for event in live.log.follow(after, cursor):
+                live.log.advance(cursor, event.sequence)
                 yield event
         except CursorExpired:
-            error = _cursor_expired(live.generation_id)
+            error = cursor_expired(live.generation_id)
         if error is None and live.error is not None and live.log.last_sequence == 0:
             error = live.error  # refused before its first event: the stream carries only the status
         if error is not None:
             await context.abort_with_status(error.to_status())
+
+    def _left(self, live: LiveGeneration, cursor: Cursor) -> None:
+        live.log.detach(cursor)
+        self.manager.client_left(live)
 
     async def GetGeneration(
         self, request: generations_pb2.GetGenerationRequest, context: grpc.aio.ServicerContext
@@ -134,18 +153,18 @@ class GenerationsService(generations_pb2_grpc.GenerationsServicer):
             await context.abort_with_status(e.to_status())
             raise AssertionError("unreachable") from e
 
-    async def Converse(self, request_iterator, context):
-        await _unimplemented(context, "Converse")
-        yield  # pragma: no cover - makes this an async generator
-
-
-def _cursor_expired(generation_id: str) -> ApiError:
-    return ApiError(
-        grpc.StatusCode.OUT_OF_RANGE,
-        "CURSOR_EXPIRED",
-        f"the events of generation {generation_id} after this cursor are no longer retained",
-        {"generation_id": generation_id},
-    )
+    async def Converse(
+        self,
+        request_iterator: AsyncIterator[generations_pb2.ConverseRequest],
+        context: grpc.aio.ServicerContext,
+    ) -> AsyncIterator[generations_pb2.GenerationEvent]:
+        conversation = Conversation(current_tenant(), self.start, self.manager, self.converse_window)
+        context.add_done_callback(lambda _: conversation.close())
+        try:
+            async for event in conversation.events(request_iterator):
+                yield event
+        except ApiError as e:
+            await context.abort_with_status(e.to_status())
 
 
 class ModelsService(models_pb2_grpc.ModelsServicer):

@@ -26,6 +26,8 @@ def platform_config(store: Path | None = None) -> PlatformConfig:
                 "disconnect_grace_s": 0.5,
                 "stream_max_events": 64,
                 "interactive_queue_wait_s": 30.0,
+                "slow_consumer_timeout_s": 2.0,
+                "converse_window_events": 8,
             },
             "store": {"url": f"sqlite:///{store}" if store else "sqlite:///var/test-control.sqlite"},
             "tenants": [

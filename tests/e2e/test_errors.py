@@ -91,7 +91,7 @@ async def test_bad_chat_role_is_invalid_argument(channel) -> None:
     )
 
 
-async def test_unknown_generations_are_not_found_and_converse_is_unimplemented(channel) -> None:
+async def test_unknown_generations_are_not_found(channel) -> None:
     stub = generations_pb2_grpc.GenerationsStub(channel)
     nf, reason = grpc.StatusCode.NOT_FOUND, "GENERATION_NOT_FOUND"
     await expect_error(
@@ -111,12 +111,18 @@ async def test_unknown_generations_are_not_found_and_converse_is_unimplemented(c
         grpc.StatusCode.INVALID_ARGUMENT,
         "MISSING_KEY",
     )
-    U = grpc.StatusCode.UNIMPLEMENTED
 
     async def frames():
         yield pb.ConverseRequest(cancel="g")
 
-    await expect_error(lambda: stub.Converse(frames(), metadata=auth()), U, None)
+    # on Converse the refused frame is an event and the stream ends OK; without a key, the stream fails
+    events = [e async for e in stub.Converse(frames(), metadata=auth())]
+    assert [(e.generation_id, e.rejected.status.code) for e in events] == [
+        ("g", grpc.StatusCode.NOT_FOUND.value[0])
+    ]
+    info = error_info(events[0].rejected.status)
+    assert info is not None and info.reason == reason
+    await expect_error(lambda: stub.Converse(frames()), grpc.StatusCode.UNAUTHENTICATED, "UNAUTHENTICATED")
 
 
 async def test_list_models_reports_the_ready_pinned_version(channel, platform) -> None:

@@ -12,6 +12,7 @@ def test_default_config_serves_the_default_model_with_the_local_tenant() -> None
     cfg = load_config(None)
     assert cfg.frontend.listen == "127.0.0.1:50051"
     assert cfg.frontend.metrics_listen == "127.0.0.1:9464"
+    assert (cfg.frontend.slow_consumer_timeout_s, cfg.frontend.converse_window_events) == (30.0, 256)
     assert cfg.store.url == "sqlite:///var/control.sqlite"
     assert cfg.models == (ModelSettings(),)
     assert cfg.models[0].alias == "smollm2-135m"
@@ -47,6 +48,8 @@ def test_file_keys_override_defaults_and_local_tenant_exists_only_by_default(tmp
         ({"tenants": [{"id": "t", "api_keys": "k"}]}, "api_keys"),
         ({"tenants": [{"id": "a", "api_keys": ["k"]}, {"id": "b", "api_keys": ["k"]}]}, "two tenants"),
         ({"store": {"url": "mysql://x"}}, "store url"),
+        ({"frontend": {"slow_consumer_timeout_s": 0}}, "slow_consumer_timeout_s"),
+        ({"frontend": {"converse_window_events": 0}}, "converse_window_events"),
     ],
 )
 def test_bad_config_is_refused(raw: dict[str, object], message: str) -> None:

@@ -66,15 +66,99 @@ async def test_byte_limit_bounds_memory() -> None:
         await collect(log, 6)
 
 
-async def test_a_reader_lapped_while_following_expires() -> None:
+async def test_a_reader_inside_its_grace_comes_back_expired() -> None:
     log = EventLog("g", max_events=2)
     log.append(event(1))
     follower = log.follow(0)
     assert (await anext(follower)).sequence == 1
-    for s in range(2, 6):  # the reader is paused; the producer runs far ahead
+    await follower.aclose()  # the client went away: nobody holds the log back
+    for s in range(2, 6):
         log.append(event(s))
+    assert log.retained == 2
     with pytest.raises(CursorExpired):
-        await anext(follower)
+        await collect(log, 1)
+
+
+async def test_an_attached_reader_is_never_lapped_the_producer_waits_for_room() -> None:
+    log = EventLog("g", max_events=3)
+    cursor = log.attach(0)
+    for s in (1, 2, 3):
+        assert log.has_room()
+        log.append(event(s))
+    assert not log.has_room()
+    assert await log.wait_for_room(0) is False  # no room now: too slow at once
+    waiter = asyncio.create_task(log.wait_for_room(60))
+    await asyncio.sleep(0)
+    assert log.paused and not waiter.done()
+    log.advance(cursor, 1)
+    assert await waiter is True and not log.paused
+    log.append(event(4))  # drops 1, which the reader has consumed
+    assert log.retained == 3
+    log.close()
+    assert await collect(log, 1) == [2, 3, 4]
+    with pytest.raises(CursorExpired):
+        await collect(log, 0)
+
+
+async def test_a_producer_that_does_not_wait_overshoots_but_drops_nothing_unconsumed() -> None:
+    log = EventLog("g", max_events=3)
+    cursor = log.attach(0)
+    for s in range(1, 6):  # e.g. the closing usage and finished, appended without waiting
+        log.append(event(s))
+    assert log.retained == 5
+    log.advance(cursor, 4)
+    log.append(event(6))  # back within limits: 4 and older go
+    assert log.retained == 3
+    log.close()
+    assert await collect(log, 3) == [4, 5, 6]
+    with pytest.raises(CursorExpired):
+        await collect(log, 2)
+
+
+async def test_the_slowest_reader_holds_the_log_and_one_leaving_makes_room() -> None:
+    log = EventLog("g", max_events=2)
+    fast, slow = log.attach(0), log.attach(0)
+    log.append(event(1))
+    log.append(event(2))
+    log.advance(fast, 2)
+    assert log.readers == 2 and not log.has_room()
+    waiter = asyncio.create_task(log.wait_for_room(60))
+    await asyncio.sleep(0)
+    log.detach(slow)
+    assert await waiter is True
+    log.detach(slow)  # harmless
+    log.append(event(3))
+    assert log.readers == 1 and log.retained == 2
+
+
+async def test_unconsumed_bytes_hold_the_producer() -> None:
+    big = event(1, "y" * 1000).ByteSize()
+    log = EventLog("g", max_bytes=2 * big)
+    cursor = log.attach(0)
+    log.append(event(1, "y" * 1000))
+    assert log.has_room()
+    log.append(event(2, "y" * 1000))
+    assert not log.has_room()
+    log.advance(cursor, 1)
+    assert log.has_room()
+
+
+async def test_follow_consumes_as_it_hands_out_and_advance_stops_at_the_last_event() -> None:
+    log = EventLog("g", max_events=2)
+    log.append(event(1))
+    log.append(event(2))
+    follower = log.follow(0)
+    assert (await anext(follower)).sequence == 1
+    assert log.readers == 1 and log.has_room()  # 1 handed out: one unconsumed event
+    log.append(event(3))
+    assert not log.has_room()
+    await follower.aclose()
+    assert log.readers == 0 and log.has_room()
+    cursor = log.attach(2)
+    log.advance(cursor, 99)
+    assert cursor.consumed == 3
+    with pytest.raises(CursorExpired):
+        log.attach(0)
 
 
 def test_sequences_must_follow_and_a_closed_log_takes_nothing() -> None:
