@@ -1,7 +1,9 @@
 """API-key authentication: `authorization: Bearer <key>` metadata -> tenant.
 
 Keys are kept only as sha256 digests. The interceptor resolves the tenant before any handler runs
-and hands it to the handler through a context variable; health and reflection need no key.
+and hands it to the handler through a context variable; health and reflection need no key. Admin
+calls need an admin key: a tenant's key there is PERMISSION_DENIED, as is an admin key on the
+tenant services (an operator is not a tenant).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from frontend.config import TenantSettings
 from frontend.errors import ApiError, unauthenticated
 
 UNAUTHENTICATED_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
+ADMIN_PREFIX = "/llm.v1.Admin/"
 
 _current_tenant: contextvars.ContextVar[Tenant] = contextvars.ContextVar("tenant")
 
@@ -40,13 +43,31 @@ def _digest(key: str) -> bytes:
 
 
 class ApiKeyStore:
-    def __init__(self, tenants: Iterable[TenantSettings]) -> None:
-        self._by_digest: dict[bytes, Tenant] = {}
+    def __init__(self, tenants: Iterable[TenantSettings], admin_keys: Iterable[str] = ()) -> None:
+        self._by_digest: dict[bytes, Tenant | None] = {}  # None: an admin key
         for t in tenants:
             for key in t.api_keys:
                 self._by_digest[_digest(key)] = Tenant(t.id, t.weight, t)
+        for key in admin_keys:
+            self._by_digest[_digest(key)] = None
 
     def authenticate(self, metadata: Iterable[tuple[str, Any]] | None) -> Tenant:
+        """The tenant of a tenant key; PERMISSION_DENIED for an admin key."""
+        principal = self._principal(metadata)
+        if principal is None:
+            raise ApiError(
+                grpc.StatusCode.PERMISSION_DENIED, "NOT_A_TENANT", "an admin key cannot call tenant services"
+            )
+        return principal
+
+    def authenticate_admin(self, metadata: Iterable[tuple[str, Any]] | None) -> None:
+        """Passes for an admin key; PERMISSION_DENIED for a tenant's key."""
+        if self._principal(metadata) is not None:
+            raise ApiError(
+                grpc.StatusCode.PERMISSION_DENIED, "ADMIN_REQUIRED", "this call needs an admin key"
+            )
+
+    def _principal(self, metadata: Iterable[tuple[str, Any]] | None) -> Tenant | None:
         header = next((v for k, v in metadata or () if k == "authorization"), None)
         if header is None:
             raise unauthenticated("missing authorization metadata (expected 'Bearer <api key>')")
@@ -74,15 +95,19 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         handler = await continuation(details)
         if handler is None or details.method.startswith(UNAUTHENTICATED_PREFIXES):
             return handler
+        tenant: Tenant | ApiError | None = None
         try:
-            tenant: Tenant | ApiError = self._keys.authenticate(details.invocation_metadata)
+            if details.method.startswith(ADMIN_PREFIX):
+                self._keys.authenticate_admin(details.invocation_metadata)
+            else:
+                tenant = self._keys.authenticate(details.invocation_metadata)
         except ApiError as e:
             tenant = e
         return _wrap(handler, tenant)
 
 
-def _wrap(handler: grpc.RpcMethodHandler, tenant: Tenant | ApiError) -> grpc.RpcMethodHandler:
-    """The same handler, run with the tenant set, or aborting with UNAUTHENTICATED."""
+def _wrap(handler: grpc.RpcMethodHandler, tenant: Tenant | ApiError | None) -> grpc.RpcMethodHandler:
+    """The same handler, run with the tenant set (None: an admin call), or aborting."""
 
     async def deny(context: grpc.aio.ServicerContext) -> None:
         assert isinstance(tenant, ApiError)
@@ -94,7 +119,8 @@ def _wrap(handler: grpc.RpcMethodHandler, tenant: Tenant | ApiError) -> grpc.Rpc
         async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
             if isinstance(tenant, ApiError):
                 await deny(context)
-            _current_tenant.set(tenant)  # type: ignore[arg-type]
+            if isinstance(tenant, Tenant):
+                _current_tenant.set(tenant)
             return await inner(request, context)
 
         factory = (
@@ -109,7 +135,8 @@ def _wrap(handler: grpc.RpcMethodHandler, tenant: Tenant | ApiError) -> grpc.Rpc
     async def streaming(request: Any, context: grpc.aio.ServicerContext) -> Any:
         if isinstance(tenant, ApiError):
             await deny(context)
-        _current_tenant.set(tenant)  # type: ignore[arg-type]
+        if isinstance(tenant, Tenant):
+            _current_tenant.set(tenant)
         async for item in inner_stream(request, context):
             yield item
 

@@ -61,5 +61,5 @@ def record_catalog(store: Store, cfg: PlatformConfig, registry: ModelRegistry, *
         for version in registry.versions.values():
             register_version(session, version_spec(version), now=now)
             set_version_status(session, version.version_id, ModelVersionStatus.READY, now=now)
-        for alias, version_id in registry.aliases.items():
-            set_alias_route(session, alias, {version_id: 1.0})
+        for alias, route in registry.routes.items():
+            set_alias_route(session, alias, {v: float(w) for v, w in route.items()})

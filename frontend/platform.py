@@ -8,6 +8,7 @@ Used by `make serve` (frontend/serve.py) and the end-to-end tests.
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import logging
 import time
@@ -21,13 +22,17 @@ import grpc
 
 from billing.aggregator import UsageAggregator
 from build.triton import ModelDeployment, TritonServer, materialize_repository
+from control.model_versions import register_version, set_version_status
+from control.models import ModelVersionStatus
 from control.store import Store, open_store
+from frontend.admin import AdminService
 from frontend.admission import BATCH, INTERACTIVE, WaitPredictor
 from frontend.auth import ApiKeyStore
-from frontend.catalog import record_catalog, store_url
+from frontend.catalog import record_catalog, store_url, version_spec
 from frontend.config import (
     DEFAULT_KV_CACHE_BLOCKS,
     DEFAULT_MODEL_SOURCE,
+    LOCAL_ADMIN_KEY,
     LOCAL_API_KEY,
     ConfigError,
     ModelSettings,
@@ -59,8 +64,9 @@ def artifact_for(model: ModelSettings) -> Path:
 
 
 def check_loopback_only(cfg: PlatformConfig) -> None:
-    """The development key may only be served on a loopback address."""
-    if not any(LOCAL_API_KEY in t.api_keys for t in cfg.tenants):
+    """The development keys may only be served on a loopback address."""
+    local_admin = LOCAL_ADMIN_KEY in cfg.frontend.admin_api_keys
+    if not local_admin and not any(LOCAL_API_KEY in t.api_keys for t in cfg.tenants):
         return
     host = cfg.frontend.listen.rpartition(":")[0].strip("[]")
     try:
@@ -69,7 +75,7 @@ def check_loopback_only(cfg: PlatformConfig) -> None:
         loopback = False
     if not loopback:
         raise ConfigError(
-            f"the development API key may only be served on loopback, not {cfg.frontend.listen}"
+            f"the development API keys may only be served on loopback, not {cfg.frontend.listen}"
         )
 
 
@@ -102,6 +108,7 @@ class Platform:
         self.store: Store | None = None
         self.manager: GenerationManager | None = None  # while frontend() runs
         self.pool = WorkerPool()
+        self._settings: dict[str, ModelSettings] = {}  # model name -> its [[models]] settings
 
     @property
     def triton(self) -> TritonServer | None:
@@ -116,24 +123,7 @@ class Platform:
         for model in self.cfg.models:
             version = load_version(artifact_for(model))
             deployments.append((model, version))
-        repo = materialize_repository(
-            [
-                ModelDeployment(
-                    triton_model_name=v.triton_model_name,
-                    artifact_dir=v.artifact_dir,
-                    version=v.manifest.version,
-                    dtype=m.dtype,
-                    block_size=m.block_size,
-                    kv_cache_blocks=kv_blocks(m),
-                    max_num_seqs=m.max_num_seqs,
-                    max_num_batched_tokens=m.max_num_batched_tokens,
-                    scheduler_policy=m.scheduler_policy,
-                    fair_share=m.fair_share,
-                )
-                for m, v in deployments
-            ],
-            self.work_dir / "models",
-        )
+        repo = materialize_repository([deployment(m, v) for m, v in deployments], self.work_dir / "models")
         t = self.cfg.triton
         try:
             for i in range(max(m.workers for m, _ in deployments)):
@@ -152,6 +142,7 @@ class Platform:
                 log.info("worker %s ready on %s", worker.worker_id, server.grpc_url)
             for model, version in deployments:
                 self.registry.add(model.alias, version)
+                self._settings.setdefault(version.manifest.name, model)
                 self.pool.block_size[version.version_id] = model.block_size
             record_catalog(self.store, self.cfg, self.registry, now=datetime.now(UTC))
         except Exception:
@@ -200,10 +191,11 @@ class Platform:
         try:
             async with frontend_server(
                 listen or f.listen,
-                ApiKeyStore(self.cfg.tenants),
+                ApiKeyStore(self.cfg.tenants, f.admin_api_keys),
                 self.registry,
                 self.manager,
                 f.converse_window_events,
+                AdminService(self.registry, self.pool, self.store, self.deploy_version),
             ) as bound:
                 yield bound
         finally:
@@ -216,6 +208,47 @@ class Platform:
             for handle in self.pool.workers.values():
                 await handle.client.close()
             self.pool.workers.clear()
+
+    async def deploy_version(self, version: ServedVersion) -> None:
+        """Loads a verified version on every worker (with the settings of the configured model of
+        the same name, else the defaults), makes it routable and records it READY."""
+        assert self.store is not None
+        settings = self._settings.get(version.manifest.name, ModelSettings())
+        await asyncio.to_thread(self._load_everywhere, settings, version)
+        self.registry.add_version(version)
+        self.pool.block_size[version.version_id] = settings.block_size
+        for worker in self.workers:
+            self.pool.workers[worker.worker_id].capacity[version.version_id] = kv_blocks(settings)
+        await asyncio.to_thread(self._record_version, version)
+        log.info("version %s deployed on %d worker(s)", version.version_id, len(self.workers))
+
+    def _load_everywhere(self, settings: ModelSettings, version: ServedVersion) -> None:
+        materialize_repository([deployment(settings, version)], self.work_dir / "models")
+        for worker in self.workers:
+            worker.server.load_model(version.triton_model_name)
+            worker.versions.append((settings, version))  # reloaded if the worker restarts
+
+    def _record_version(self, version: ServedVersion) -> None:
+        assert self.store is not None
+        now = datetime.now(UTC)
+        with self.store.transaction() as s:
+            register_version(s, version_spec(version), now=now)
+            set_version_status(s, version.version_id, ModelVersionStatus.READY, now=now)
+
+
+def deployment(m: ModelSettings, v: ServedVersion) -> ModelDeployment:
+    return ModelDeployment(
+        triton_model_name=v.triton_model_name,
+        artifact_dir=v.artifact_dir,
+        version=v.manifest.version,
+        dtype=m.dtype,
+        block_size=m.block_size,
+        kv_cache_blocks=kv_blocks(m),
+        max_num_seqs=m.max_num_seqs,
+        max_num_batched_tokens=m.max_num_batched_tokens,
+        scheduler_policy=m.scheduler_policy,
+        fair_share=m.fair_share,
+    )
 
 
 def kv_blocks(model: ModelSettings) -> int:

@@ -12,7 +12,7 @@ import signal
 import sys
 from pathlib import Path
 
-from frontend.config import LOCAL_API_KEY, LOCAL_TENANT, ConfigError, load_config
+from frontend.config import LOCAL_ADMIN_KEY, LOCAL_API_KEY, LOCAL_TENANT, ConfigError, load_config
 from frontend.platform import Platform
 
 log = logging.getLogger("frontend.serve")
@@ -30,6 +30,10 @@ async def _serve(platform: Platform) -> None:
             print(f"  model {alias} -> {version_id}", flush=True)
         if any(t.id == LOCAL_TENANT and LOCAL_API_KEY in t.api_keys for t in platform.cfg.tenants):
             print(f"  tenant {LOCAL_TENANT}: API key {LOCAL_API_KEY} (loopback only)", flush=True)
+        if LOCAL_ADMIN_KEY in platform.cfg.frontend.admin_api_keys:
+            print(f"  Admin service: key {LOCAL_ADMIN_KEY} (loopback only)", flush=True)
+        for w in platform.workers:
+            print(f"  worker {w.worker_id}: Triton on {w.server.grpc_url}", flush=True)
         print("  Ctrl-C stops everything", flush=True)
         await stop.wait()
         print("shutting down", flush=True)

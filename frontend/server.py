@@ -9,12 +9,15 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from frontend.admin import AdminService
 from frontend.auth import ApiKeyStore, AuthInterceptor
 from frontend.generations import GenerationManager
 from frontend.registry import ModelRegistry
 from frontend.routing import WorkerPool, ready_workers
 from frontend.service import GenerationsService, ModelsService, UsageService
 from llm.v1 import (
+    admin_pb2,
+    admin_pb2_grpc,
     generations_pb2,
     generations_pb2_grpc,
     models_pb2,
@@ -27,6 +30,7 @@ SERVICE_NAMES = (
     generations_pb2.DESCRIPTOR.services_by_name["Generations"].full_name,
     models_pb2.DESCRIPTOR.services_by_name["Models"].full_name,
     usage_pb2.DESCRIPTOR.services_by_name["Usage"].full_name,
+    admin_pb2.DESCRIPTOR.services_by_name["Admin"].full_name,
 )
 
 
@@ -50,6 +54,7 @@ async def frontend_server(
     registry: ModelRegistry,
     manager: GenerationManager,
     converse_window: int = 256,
+    admin: AdminService | None = None,
 ) -> AsyncIterator[tuple[grpc.aio.Server, int]]:
     """Starts the server on `listen` (port 0 picks one) and yields (server, bound port)."""
     server = grpc.aio.server(interceptors=[AuthInterceptor(keys)])
@@ -58,6 +63,8 @@ async def frontend_server(
     generations_pb2_grpc.add_GenerationsServicer_to_server(generations, server)
     models_pb2_grpc.add_ModelsServicer_to_server(ModelsService(registry, pool), server)
     usage_pb2_grpc.add_UsageServicer_to_server(UsageService(manager.store), server)
+    if admin is not None:
+        admin_pb2_grpc.add_AdminServicer_to_server(admin, server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(

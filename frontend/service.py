@@ -67,7 +67,7 @@ class GenerationsService(generations_pb2_grpc.GenerationsServicer):
         """Validates, resolves, tokenizes and admits a request (Generate, Converse's `start`);
         raises ApiError when it is refused."""
         req = validate(request)
-        version = self.registry.resolve(req.model)
+        version = self.registry.resolve(req.model, f"{tenant.id}/{req.request_id}" if req.request_id else "")
         prompt_ids = tokenize(version, req)
         live = await self.manager.start(tenant, req, version, prompt_ids)
         log.info(
@@ -167,6 +167,27 @@ class GenerationsService(generations_pb2_grpc.GenerationsServicer):
             await context.abort_with_status(e.to_status())
 
 
+def version_message(version: ServedVersion, ready_workers: int) -> models_pb2.ModelVersion:
+    m = version.manifest
+    return models_pb2.ModelVersion(
+        name=m.name,
+        version=m.version,
+        id=m.version_id,
+        context_length=m.context_length,
+        compatibility_key=m.compatibility_key,
+        ready=ready_workers > 0,
+        ready_workers=ready_workers,
+        weights_sha256=m.files["model.safetensors"],
+        tokenizer_sha256=m.files["tokenizer.json"],
+        template_sha256=m.files["chat_template.jinja"],
+    )
+
+
+def route_message(alias: str, route: dict[str, int]) -> models_pb2.AliasRoute:
+    targets = [models_pb2.WeightedVersion(version_id=v, weight=w) for v, w in sorted(route.items())]
+    return models_pb2.AliasRoute(alias=alias, targets=targets)
+
+
 class ModelsService(models_pb2_grpc.ModelsServicer):
     def __init__(self, registry: ModelRegistry, pool: WorkerPool) -> None:
         self.registry = registry
@@ -176,28 +197,11 @@ class ModelsService(models_pb2_grpc.ModelsServicer):
         self, request: models_pb2.ListModelsRequest, context: grpc.aio.ServicerContext
     ) -> models_pb2.ListModelsResponse:
         current_tenant()  # authenticated by the interceptor
-        versions = []
-        for version in self.registry.versions.values():
-            ready_count = await ready_workers(self.pool, version)
-            m = version.manifest
-            versions.append(
-                models_pb2.ModelVersion(
-                    name=m.name,
-                    version=m.version,
-                    id=m.version_id,
-                    context_length=m.context_length,
-                    compatibility_key=m.compatibility_key,
-                    ready=ready_count > 0,
-                    ready_workers=ready_count,
-                    weights_sha256=m.files["model.safetensors"],
-                    tokenizer_sha256=m.files["tokenizer.json"],
-                    template_sha256=m.files["chat_template.jinja"],
-                )
-            )
-        aliases = [
-            models_pb2.AliasRoute(alias=a, targets=[models_pb2.WeightedVersion(version_id=v, weight=100)])
-            for a, v in sorted(self.registry.aliases.items())
+        versions = [
+            version_message(version, await ready_workers(self.pool, version))
+            for version in self.registry.versions.values()
         ]
+        aliases = [route_message(a, r) for a, r in sorted(self.registry.routes.items())]
         return models_pb2.ListModelsResponse(versions=versions, aliases=aliases)
 
 

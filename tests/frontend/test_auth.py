@@ -31,3 +31,17 @@ def test_bad_credentials_are_unauthenticated(metadata, message: str) -> None:
     with pytest.raises(ApiError, match=message) as e:
         STORE.authenticate(metadata)
     assert e.value.code is grpc.StatusCode.UNAUTHENTICATED
+
+
+def test_admin_keys_open_admin_only_and_tenant_keys_never_do() -> None:
+    keys = ApiKeyStore([TenantSettings("t1", ("k1",))], admin_keys=("root",))
+    keys.authenticate_admin([("authorization", "Bearer root")])
+    with pytest.raises(ApiError) as e:
+        keys.authenticate_admin([("authorization", "Bearer k1")])
+    assert (e.value.code, e.value.reason) == (grpc.StatusCode.PERMISSION_DENIED, "ADMIN_REQUIRED")
+    with pytest.raises(ApiError) as e:
+        keys.authenticate([("authorization", "Bearer root")])
+    assert (e.value.code, e.value.reason) == (grpc.StatusCode.PERMISSION_DENIED, "NOT_A_TENANT")
+    with pytest.raises(ApiError) as e:
+        keys.authenticate_admin([("authorization", "Bearer wrong")])
+    assert e.value.code == grpc.StatusCode.UNAUTHENTICATED

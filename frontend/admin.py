@@ -1,0 +1,140 @@
+"""The Admin service: model rollout and worker management, for admin keys only (frontend/auth.py).
+
+RegisterModelVersion  verifies an artifact (the manifest's sha256 as given, then every file's
+                      checksum), loads it on the workers and records it READY; idempotent
+SetAliasRoute         points an alias at versions with canary weights; generations already
+                      admitted keep the version they were pinned to
+DrainWorker           the worker takes no new generations; its active ones finish
+ListWorkers           the worker pool as this frontend sees it
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import grpc
+
+from control.model_versions import set_alias_route
+from control.models import WorkerHealth
+from control.store import Store
+from control.workers import set_worker_health
+from engine.artifact import ArtifactIntegrityError
+from frontend.errors import ApiError, invalid_argument
+from frontend.registry import ModelRegistry, ServedVersion, load_version
+from frontend.routing import WorkerHandle, WorkerPool, ready_workers
+from frontend.service import route_message, version_message
+from llm.v1 import admin_pb2, admin_pb2_grpc, models_pb2
+
+Deploy = Callable[[ServedVersion], Awaitable[None]]  # loads a verified version on the workers
+
+
+class AdminService(admin_pb2_grpc.AdminServicer):
+    def __init__(self, registry: ModelRegistry, pool: WorkerPool, store: Store, deploy: Deploy) -> None:
+        self.registry = registry
+        self.pool = pool
+        self.store = store
+        self.deploy = deploy
+        self._deploying = asyncio.Lock()
+
+    async def RegisterModelVersion(
+        self, request: admin_pb2.RegisterModelVersionRequest, context: grpc.aio.ServicerContext
+    ) -> models_pb2.ModelVersion:
+        try:
+            version = await asyncio.to_thread(verified_artifact, request)
+            async with self._deploying:
+                if version.version_id not in self.registry.versions:
+                    await self.deploy(version)
+            return version_message(version, await ready_workers(self.pool, version))
+        except ApiError as e:
+            await context.abort_with_status(e.to_status())
+            raise AssertionError("unreachable") from e
+
+    async def SetAliasRoute(
+        self, request: admin_pb2.SetAliasRouteRequest, context: grpc.aio.ServicerContext
+    ) -> models_pb2.AliasRoute:
+        route = request.route
+        weights: dict[str, int] = {}
+        for t in route.targets:
+            weights[t.version_id] = weights.get(t.version_id, 0) + t.weight
+        try:
+            self.registry.set_route(route.alias, weights)
+        except ApiError as e:
+            await context.abort_with_status(e.to_status())
+            raise AssertionError("unreachable") from e
+        await asyncio.to_thread(self._record_route, route.alias, weights)
+        return route_message(route.alias, self.registry.routes[route.alias])
+
+    def _record_route(self, alias: str, weights: dict[str, int]) -> None:
+        with self.store.transaction() as s:
+            set_alias_route(s, alias, {v: float(w) for v, w in weights.items()})
+
+    async def DrainWorker(
+        self, request: admin_pb2.DrainWorkerRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.Worker:
+        worker = self.pool.workers.get(request.worker_id)
+        if worker is None:
+            error = ApiError(
+                grpc.StatusCode.NOT_FOUND, "WORKER_NOT_FOUND", f"no worker {request.worker_id[:128]!r}"
+            )
+            await context.abort_with_status(error.to_status())
+            raise AssertionError("unreachable")
+        worker.draining = True
+        await asyncio.to_thread(self._record_drain, worker.worker_id)
+        return worker_message(worker)
+
+    def _record_drain(self, worker_id: str) -> None:
+        with self.store.transaction() as s:
+            set_worker_health(s, worker_id, WorkerHealth.DRAINING)
+
+    async def ListWorkers(
+        self, request: admin_pb2.ListWorkersRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.ListWorkersResponse:
+        workers = sorted(self.pool.workers.values(), key=lambda w: w.worker_id)
+        return admin_pb2.ListWorkersResponse(workers=[worker_message(w) for w in workers])
+
+
+def worker_message(w: WorkerHandle) -> admin_pb2.Worker:
+    return admin_pb2.Worker(
+        worker_id=w.worker_id,
+        address=w.address,
+        loaded_versions=sorted(w.capacity),
+        healthy=w.healthy,
+        draining=w.draining,
+        free_kv_blocks=max(0, sum(w.free_blocks(v) for v in w.capacity)),
+        last_heartbeat_unix_ms=int(w.last_heartbeat * 1000),
+    )
+
+
+def verified_artifact(request: admin_pb2.RegisterModelVersionRequest) -> ServedVersion:
+    """The artifact named by the request, checked against the given manifest checksum and its own
+    file checksums (blocking: hashes the weights)."""
+    uri = request.artifact_uri.removeprefix("file://")
+    if not uri or not Path(uri).is_absolute():
+        raise invalid_argument(
+            "INVALID_ARTIFACT_URI", "artifact_uri must be an absolute path (or file:// URI)"
+        )
+    if len(request.manifest_sha256) != 64:
+        raise invalid_argument("INVALID_CHECKSUM", "manifest_sha256 must be 64 hex digits")
+    path = Path(uri)
+    try:
+        manifest = (path / "manifest.json").read_bytes()
+    except OSError as e:
+        raise _precondition("ARTIFACT_NOT_FOUND", f"no artifact manifest at {path}") from e
+    if hashlib.sha256(manifest).hexdigest() != request.manifest_sha256.lower():
+        raise _precondition("CHECKSUM_MISMATCH", "the artifact's manifest does not match manifest_sha256")
+    try:
+        version = load_version(path)
+    except (ArtifactIntegrityError, OSError, KeyError, ValueError) as e:
+        raise _precondition("ARTIFACT_INVALID", f"the artifact failed verification: {e}") from e
+    if version.manifest.name != request.name:
+        raise invalid_argument(
+            "NAME_MISMATCH", f"the artifact is model {version.manifest.name!r}, not {request.name[:128]!r}"
+        )
+    return version
+
+
+def _precondition(reason: str, message: str) -> ApiError:
+    return ApiError(grpc.StatusCode.FAILED_PRECONDITION, reason, message)
