@@ -1,6 +1,6 @@
 """One generation's event stream: worker responses in, ordered GenerationEvents out.
 
-    started -> delta ... -> usage -> finished
+    started -> delta ... (usage every N tokens or T seconds) ... -> usage -> finished
 
 `started` is sent once the worker has admitted the request (so a worker that cannot take it yields
 UNAVAILABLE, not a half-open stream) and carries the prefix-cache hit. Sequence numbers start at 1
@@ -11,6 +11,7 @@ cancels the worker request.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +43,10 @@ class GenerationRun:
     cached_input_tokens: int = 0
     delivered_tokens: int = 0
     worker_id: str = ""  # the worker that admitted it
+    usage_every_tokens: int = 32  # a cumulative `usage` event after this many new output tokens
+    usage_every_s: float = 2.0  # ... or after this long with new tokens, whichever comes first
+    ended: bool = False  # its closing events (usage, finished) have been made
+    _usage_at: tuple[int, float] = (0, 0.0)  # output tokens and monotonic time of the last one
 
     def _event(self, **kind: Any) -> pb.GenerationEvent:
         self._sequence += 1
@@ -115,6 +120,8 @@ class GenerationRun:
                     result = stops.feed("".join(detok.step(t) for t in new_ids))
                     self.delivered_tokens += len(new_ids)
                     yield self._event(delta=pb.Delta(text=result.emit, token_ids=new_ids))
+                    if self._usage_due():
+                        yield self._event(usage=pb.UsageUpdate(usage=self.usage()))
                     if result.stopped:
                         reason = Reason.STOP_SEQUENCE
                         break
@@ -131,9 +138,22 @@ class GenerationRun:
         for event in self.closing_events(reason):
             yield event
 
+    def _usage_due(self) -> bool:
+        tokens, at = self._usage_at
+        now = time.monotonic()
+        new = len(self.output_ids) - tokens
+        if at == 0.0:
+            self._usage_at = (tokens, now)
+            at = now
+        if new >= self.usage_every_tokens or (new > 0 and now - at >= self.usage_every_s):
+            self._usage_at = (len(self.output_ids), now)
+            return True
+        return False
+
     def closing_events(self, reason: pb.Finished.Reason) -> list[pb.GenerationEvent]:
         """The last two events: cumulative usage, then `finished` (usage is final unless the
         attempt was lost or failed)."""
+        self.ended = True
         usage = self.usage()
         final = reason not in (Reason.INTERRUPTED, Reason.FAILED)
         return [

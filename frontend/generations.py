@@ -20,7 +20,7 @@ import hashlib
 import json
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -38,6 +38,7 @@ from control.generations import NewGeneration, create_or_get_generation, find_by
 from control.lifecycle import GenerationState
 from control.models import Generation
 from control.store import Store
+from control.sweeper import sweep_expired_leases
 from control.termination import finish_attempt, interrupt_attempt
 from frontend.admission import BATCH, INTERACTIVE, Ticket
 from frontend.auth import Tenant
@@ -51,6 +52,7 @@ from llm.v1 import generations_pb2 as pb
 
 log = logging.getLogger(__name__)
 Reason = pb.Finished.Reason
+LEASE_LOST = "LEASE_LOST"  # recorded when a live run finds its attempt fenced off
 STATE_OF_REASON = {
     Reason.COMPLETED: GenerationState.COMPLETED,
     Reason.OUTPUT_LIMIT: GenerationState.COMPLETED,
@@ -63,12 +65,13 @@ STATE_OF_REASON = {
 @dataclass(slots=True, frozen=True)
 class GatewaySettings:
     worker_id: str = "local"
-    lease_s: float = 60.0  # attempt lease; renewed as usage is reported
+    lease_s: float = 60.0  # attempt lease; live runs renew theirs every lease_s / 3
     grace_s: float = 10.0  # a run with no client stream is cancelled after this
     retain_s: float = 300.0  # a finished generation's events stay resumable this long
     max_events: int = 4096  # per generation's retained log
     max_bytes: int = 4 << 20
-    usage_every_tokens: int = 32  # usage report cadence (no database round trip per token)
+    usage_every_tokens: int = 32  # usage event + billing report cadence, in output tokens ...
+    usage_every_s: float = 2.0  # ... or seconds (with new tokens), whichever comes first
     slow_consumer_timeout_s: float = 30.0  # a run paused this long for a reader is cancelled
 
 
@@ -82,6 +85,7 @@ class LiveGeneration:
     closed_at: float | None = None  # loop time the log closed
     clients: int = 0  # client streams (Generate, Resume) following it now
     cancel_reason: str = "CANCELED"  # recorded terminal reason when its task is cancelled
+    lease: Lease | None = None  # its attempt's lease (renewed in the background while it runs)
     _grace: asyncio.TimerHandle | None = field(default=None, repr=False)
 
 
@@ -120,6 +124,7 @@ class GenerationManager:
         self.settings = settings
         self.clock = clock
         self._live: dict[str, LiveGeneration] = {}
+        self._background: list[asyncio.Task[None]] = []
 
     # --- start / attach ---------------------------------------------------------------------
 
@@ -166,11 +171,14 @@ class GenerationManager:
                 )
             return live
         run.epoch = lease.epoch
+        run.usage_every_tokens = self.settings.usage_every_tokens
+        run.usage_every_s = self.settings.usage_every_s
         live = LiveGeneration(
             generation.id,
             tenant.id,
             EventLog(generation.id, self.settings.max_events, self.settings.max_bytes),
         )
+        live.lease = lease
         self._live[generation.id] = live
         live.task = asyncio.create_task(
             self._run(live, run, ticket, lease), name=f"generation-{generation.id}"
@@ -220,7 +228,6 @@ class GenerationManager:
     # --- the run ----------------------------------------------------------------------------
 
     async def _run(self, live: LiveGeneration, run: GenerationRun, ticket: Ticket, lease: Lease) -> None:
-        reported = 0
         report_seq = 0
         settling: asyncio.Future[Lease] | None = None  # the run ended on its own: sealing it
         events = run.events(self.dispatcher, ticket)
@@ -232,14 +239,12 @@ class GenerationManager:
                             self._settle(run, lease, event.finished.reason, report_seq + 1)
                         )
                         lease = await asyncio.shield(settling)
-                    elif len(run.output_ids) - reported >= self.settings.usage_every_tokens:
+                    elif event.HasField("usage") and not run.ended:  # cumulative, to billing too
                         report_seq += 1
-                        reported = len(run.output_ids)
                         self._report(run, report_seq)
-                        lease = await asyncio.to_thread(self._renew, lease)
                     # paused (pulling nothing from the worker) while a reader holds the log full;
                     # the closing usage and finished never wait
-                    closing = event.HasField("usage") or event.HasField("finished")
+                    closing = run.ended
                     timeout = self.settings.slow_consumer_timeout_s
                     too_slow = not closing and not await live.log.wait_for_room(timeout)
                     live.log.append(event)  # generated already: one over the limits when too slow
@@ -266,8 +271,9 @@ class GenerationManager:
     async def _close_cancelled(
         self, live: LiveGeneration, run: GenerationRun, lease: Lease, seq: int
     ) -> None:
-        events = run.closing_events(Reason.CANCELED)
-        await self._settle(run, lease, Reason.CANCELED, seq, recorded=live.cancel_reason)
+        reason = Reason.INTERRUPTED if live.cancel_reason == LEASE_LOST else Reason.CANCELED
+        events = run.closing_events(reason)
+        await self._settle(run, lease, reason, seq, recorded=live.cancel_reason)
         for event in events:
             live.log.append(event)
 
@@ -290,9 +296,51 @@ class GenerationManager:
         await asyncio.to_thread(self._end, lease, state, recorded or Reason.Name(reason))
         return lease
 
-    def _renew(self, lease: Lease) -> Lease:
+    # --- background: leases ------------------------------------------------------------------
+
+    def start_background(self) -> None:
+        """Starts renewing live runs' leases and sweeping expired ones (a crashed frontend's)."""
+        self._background = [
+            asyncio.create_task(self._every(self.settings.lease_s / 3, self._keep_leases), name="leases"),
+            asyncio.create_task(self._every(self.settings.lease_s / 2, self._sweep), name="lease-sweeper"),
+        ]
+
+    async def _every(self, period_s: float, job: Callable[[], Awaitable[None]]) -> None:
+        while True:
+            await asyncio.sleep(period_s)
+            try:
+                await job()
+            except Exception:
+                log.exception("background %s failed", getattr(job, "__name__", "job"))
+
+    async def _keep_leases(self) -> None:
+        live = [g for g in self._live.values() if g.lease is not None and not g.log.closed]
+        lost = await asyncio.to_thread(self._renew_all, [g.lease for g in live if g.lease is not None])
+        for g in live:
+            if g.generation_id in lost:  # fenced: another party ended or replaced this attempt
+                log.warning("generation %s: lease lost, stopping it", g.generation_id)
+                self.cancel_live(g, LEASE_LOST)
+
+    def _renew_all(self, leases: list[Lease]) -> set[str]:
+        lost = set()
+        for lease in leases:
+            try:
+                with self.store.transaction() as s:
+                    renew_lease(
+                        s, lease, now=self.clock(), lease_for=timedelta(seconds=self.settings.lease_s)
+                    )
+            except ControlError:
+                lost.add(lease.generation_id)
+        return lost
+
+    async def _sweep(self) -> None:
+        swept = await asyncio.to_thread(self._sweep_blocking)
+        if swept:
+            log.warning("swept %d attempt(s) whose lease expired", swept)
+
+    def _sweep_blocking(self) -> int:
         with self.store.transaction() as s:
-            return renew_lease(s, lease, now=self.clock(), lease_for=timedelta(seconds=self.settings.lease_s))
+            return len(sweep_expired_leases(s, now=self.clock()))
 
     def _end(self, lease: Lease, state: GenerationState, reason: str) -> None:
         now = self.clock()
@@ -309,6 +357,8 @@ class GenerationManager:
 
     async def shutdown(self) -> None:
         """Cancels every live run (each ends CANCELED, usage flushed) and waits for them."""
+        for task in self._background:
+            task.cancel()
         tasks = [g.task for g in self._live.values() if g.task is not None and not g.task.done()]
         for task in tasks:
             task.cancel()

@@ -186,6 +186,7 @@ class Platform:
             {INTERACTIVE: f.interactive_queue_wait_s, BATCH: f.batch_queue_wait_s},
         )
         self.manager = GenerationManager(self.store, aggregator, dispatcher, settings)
+        self.manager.start_background()
         supervisor = Supervisor(self.workers, self.pool, self.store, dispatcher)
         supervisor.start()
         try:

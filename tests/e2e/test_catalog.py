@@ -28,4 +28,4 @@ def test_catalog_is_recorded_and_idempotent(platform: Platform) -> None:
         row = s.get(ModelVersion, version.version_id)
         assert row is not None and row.status is ModelVersionStatus.READY
         assert row.weights_sha256 == version.manifest.files["model.safetensors"]
-        assert alias_routes(s, "smollm2-135m") == {version.version_id: 1.0}
+        assert alias_routes(s, "smollm2-135m") == {version.version_id: 100.0}  # all of the traffic

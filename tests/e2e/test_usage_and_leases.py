@@ -1,0 +1,64 @@
+"""Periodic usage events to the client, and live runs whose lease is lost."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import grpc
+
+from control.sweeper import sweep_expired_leases
+from frontend.platform import Platform
+from llm.v1 import generations_pb2 as pb
+from llm.v1 import generations_pb2_grpc
+from tests.e2e.conftest import auth
+
+Reason = pb.Finished.Reason
+
+
+async def test_cumulative_usage_event_every_32_tokens_then_final(channel) -> None:
+    stub = generations_pb2_grpc.GenerationsStub(channel)
+    req = pb.GenerateRequest(
+        model="smollm2-135m",
+        prompt="Count:",
+        max_output_tokens=80,
+        sampling=pb.SamplingParams(ignore_eos=True),
+    )
+    events = [e async for e in stub.Generate(req, metadata=auth(), timeout=120)]
+    streamed = 0
+    usages = []
+    for e in events:
+        streamed += len(e.delta.token_ids)
+        if e.HasField("usage"):
+            assert e.usage.usage.output_tokens == streamed  # cumulative, up to this point
+            usages.append(e.usage.usage.output_tokens)
+    # every 32 tokens (or 2 s: a slow step may add one), then the closing one at 80
+    assert usages[-1] == 80 and {32, 64} <= set(usages)
+    assert usages == sorted(usages)
+    assert events[-2].HasField("usage") and events[-1].finished.reason == Reason.OUTPUT_LIMIT
+    assert [e.sequence for e in events] == list(range(1, len(events) + 1))
+
+
+async def test_a_run_whose_lease_was_swept_ends_interrupted(channel, platform: Platform) -> None:
+    """Another party (the sweeper, as after a stall) interrupts the attempt: the live run finds its
+    lease fenced at the next renewal and ends INTERRUPTED, with no second terminal update."""
+    assert platform.manager is not None and platform.store is not None
+    stub = generations_pb2_grpc.GenerationsStub(channel)
+    req = pb.GenerateRequest(
+        model="smollm2-135m",
+        prompt="Count:",
+        max_output_tokens=2000,
+        sampling=pb.SamplingParams(ignore_eos=True),
+    )
+    call = stub.Generate(req, metadata=auth(), timeout=120)
+    started = await call.read()
+    gid = started.generation_id
+    with platform.store.transaction() as s:
+        swept = sweep_expired_leases(s, now=datetime.now(UTC) + timedelta(hours=1))
+    assert gid in [a.generation_id for a in swept]
+    await platform.manager._keep_leases()  # the renewal the background task runs every lease_s/3
+    events = []
+    while (event := await call.read()) is not grpc.aio.EOF:
+        events.append(event)
+    assert events[-1].finished.reason == Reason.INTERRUPTED and not events[-1].finished.usage_final
+    got = await stub.GetGeneration(pb.GetGenerationRequest(generation_id=gid), metadata=auth())
+    assert got.state == pb.Generation.State.INTERRUPTED
