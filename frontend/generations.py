@@ -44,6 +44,7 @@ from frontend.admission import BATCH, INTERACTIVE, Ticket
 from frontend.auth import Tenant
 from frontend.errors import ApiError
 from frontend.generation import GenerationRun
+from frontend.metrics import FrontendMetrics
 from frontend.registry import ServedVersion
 from frontend.routing import Dispatcher
 from frontend.stream_log import EventLog
@@ -53,6 +54,7 @@ from llm.v1 import generations_pb2 as pb
 log = logging.getLogger(__name__)
 Reason = pb.Finished.Reason
 LEASE_LOST = "LEASE_LOST"  # recorded when a live run finds its attempt fenced off
+DISCONNECTED = "DISCONNECTED"  # recorded when no client came back within the grace period
 STATE_OF_REASON = {
     Reason.COMPLETED: GenerationState.COMPLETED,
     Reason.OUTPUT_LIMIT: GenerationState.COMPLETED,
@@ -86,6 +88,7 @@ class LiveGeneration:
     clients: int = 0  # client streams (Generate, Resume) following it now
     cancel_reason: str = "CANCELED"  # recorded terminal reason when its task is cancelled
     lease: Lease | None = None  # its attempt's lease (renewed in the background while it runs)
+    cancel_requested_at: float | None = None  # loop time of the cancel intent (lag metric)
     _grace: asyncio.TimerHandle | None = field(default=None, repr=False)
 
 
@@ -117,12 +120,14 @@ class GenerationManager:
         dispatcher: Dispatcher,
         settings: GatewaySettings = GatewaySettings(),
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        metrics: FrontendMetrics | None = None,
     ) -> None:
         self.store = store
         self.aggregator = aggregator
         self.dispatcher = dispatcher
         self.settings = settings
         self.clock = clock
+        self.metrics = metrics or FrontendMetrics()
         self._live: dict[str, LiveGeneration] = {}
         self._background: list[asyncio.Task[None]] = []
 
@@ -261,6 +266,7 @@ class GenerationManager:
                     live.log.append(event)
             except ApiError as e:  # refused before any event: the client gets the status
                 live.error = e
+                self.metrics.rejections.labels(e.code.name, e.reason).inc()
                 await asyncio.to_thread(self._end, lease, GenerationState.FAILED, e.reason)
         except Exception:  # never leave a reader waiting on a log that will not close
             log.exception("generation %s: run failed", live.generation_id)
@@ -276,6 +282,10 @@ class GenerationManager:
         await self._settle(run, lease, reason, seq, recorded=live.cancel_reason)
         for event in events:
             live.log.append(event)
+        if live.cancel_requested_at is not None:  # not a shutdown
+            lag = asyncio.get_running_loop().time() - live.cancel_requested_at
+            self.metrics.cancellations.labels(live.cancel_reason).inc()
+            self.metrics.cancellation_lag.labels(live.cancel_reason).observe(lag)
 
     def _report(self, run: GenerationRun, seq: int) -> None:
         u = run.usage()
@@ -389,7 +399,7 @@ class GenerationManager:
             live._grace = None
             if live.clients == 0 and live.task is not None and not live.task.done():
                 log.info("generation %s: no client for %.1fs, cancelling", live.generation_id, grace)
-                live.task.cancel()
+                self.cancel_live(live, DISCONNECTED)
 
         live._grace = asyncio.get_running_loop().call_later(grace, expire)
 
@@ -398,6 +408,7 @@ class GenerationManager:
         CANCELED with usage sealed and `reason` recorded. No-op once it has ended."""
         if live.task is not None and not live.task.done():
             live.cancel_reason = reason
+            live.cancel_requested_at = asyncio.get_running_loop().time()
             live.task.cancel()
 
     def _forget_expired(self) -> None:
@@ -409,12 +420,14 @@ class GenerationManager:
     # --- cancel / get -----------------------------------------------------------------------
 
     async def cancel(self, tenant_id: str, generation_id: str) -> pb.Generation:
+        intent = asyncio.get_running_loop().time()
         try:
             outcome = await asyncio.to_thread(self._request_cancel, tenant_id, generation_id)
         except GenerationNotFound as e:
             raise _not_found(generation_id) from e
         live = self._live.get(generation_id)
         if not outcome and live is not None and live.task is not None and not live.task.done():
+            live.cancel_requested_at = intent
             live.task.cancel()
             await asyncio.wait({live.task}, timeout=30)
         return await self.get(tenant_id, generation_id=generation_id)

@@ -39,6 +39,7 @@ from frontend.config import (
     PlatformConfig,
 )
 from frontend.generations import GatewaySettings, GenerationManager
+from frontend.metrics import FrontendMetrics
 from frontend.registry import ModelRegistry, ServedVersion, load_version
 from frontend.routing import Dispatcher, WorkerHandle, WorkerPool
 from frontend.server import frontend_server
@@ -107,6 +108,8 @@ class Platform:
         self.workers: list[LocalWorker] = []
         self.store: Store | None = None
         self.manager: GenerationManager | None = None  # while frontend() runs
+        self.metrics: FrontendMetrics | None = None  # while frontend() runs
+        self.metrics_port = 0  # the bound port of [frontend] metrics_listen
         self.pool = WorkerPool()
         self._settings: dict[str, ModelSettings] = {}  # model name -> its [[models]] settings
 
@@ -185,7 +188,9 @@ class Platform:
             WaitPredictor(prior_tokens_per_s=f.prefill_tokens_per_s),
             {INTERACTIVE: f.interactive_queue_wait_s, BATCH: f.batch_queue_wait_s},
         )
-        self.manager = GenerationManager(self.store, aggregator, dispatcher, settings)
+        metrics = self.metrics = FrontendMetrics()
+        self.metrics_port = metrics.serve(f.metrics_listen)
+        self.manager = GenerationManager(self.store, aggregator, dispatcher, settings, metrics=metrics)
         self.manager.start_background()
         supervisor = Supervisor(self.workers, self.pool, self.store, dispatcher)
         supervisor.start()
@@ -206,6 +211,7 @@ class Platform:
             unwritten = await aggregator.close()
             if unwritten:
                 log.error("%d usage reports could not be written", unwritten)
+            metrics.close()
             for handle in self.pool.workers.values():
                 await handle.client.close()
             self.pool.workers.clear()

@@ -66,10 +66,15 @@ class GenerationsService(generations_pb2_grpc.GenerationsServicer):
     async def start(self, tenant: Tenant, request: generations_pb2.GenerateRequest) -> LiveGeneration:
         """Validates, resolves, tokenizes and admits a request (Generate, Converse's `start`);
         raises ApiError when it is refused."""
-        req = validate(request)
-        version = self.registry.resolve(req.model, f"{tenant.id}/{req.request_id}" if req.request_id else "")
-        prompt_ids = tokenize(version, req)
-        live = await self.manager.start(tenant, req, version, prompt_ids)
+        try:
+            req = validate(request)
+            key = f"{tenant.id}/{req.request_id}" if req.request_id else ""
+            version = self.registry.resolve(req.model, key)
+            prompt_ids = tokenize(version, req)
+            live = await self.manager.start(tenant, req, version, prompt_ids)
+        except ApiError as e:
+            self.manager.metrics.rejections.labels(e.code.name, e.reason).inc()
+            raise
         log.info(
             "generation %s tenant=%s model=%s prompt_tokens=%d max_output=%d",
             live.generation_id,

@@ -23,6 +23,7 @@ def platform_config(store: Path | None = None) -> PlatformConfig:
         {
             # queue allowance: generous here (tests lower it where they test the deadline)
             "frontend": {
+                "metrics_listen": "127.0.0.1:0",
                 "disconnect_grace_s": 0.5,
                 "stream_max_events": 64,
                 "interactive_queue_wait_s": 30.0,

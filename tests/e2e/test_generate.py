@@ -11,7 +11,7 @@ from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
 from tests.conftest import hf_greedy
 from tests.e2e.conftest import auth
-from tests.e2e.worker_metrics import wait_until, wait_until_idle
+from tests.e2e.worker_metrics import frontend_scrape, wait_until, wait_until_idle
 
 Reason = pb.Finished.Reason
 PROMPTS = [
@@ -180,8 +180,11 @@ async def test_client_cancel_stops_the_worker_request(channel, platform: Platfor
             break
     busy = await wait_until(platform, lambda m: m.get("llm_worker_sequences:running", 0) >= 1)
     assert busy["llm_worker_sequences:running"] >= 1  # the long request is in the batch
+    lag = 'llm_cancellation_lag_seconds_count{reason="DISCONNECTED"}'
+    before = frontend_scrape(platform).get(lag, 0.0)
     call.cancel()  # and nobody resumes it: cancelled after the grace period
     idle = await wait_until_idle(platform)
     assert idle["llm_worker_sequences:running"] == 0
     assert idle["llm_worker_kv_blocks:used"] == 0
+    assert frontend_scrape(platform)[lag] == before + 1  # recorded as a disconnect
     await assert_worker_is_free(channel)

@@ -14,6 +14,7 @@ from llm.v1 import generations_pb2_grpc, usage_pb2, usage_pb2_grpc
 from tests.e2e.conftest import KEY_BETA, KEY_GAMMA, auth
 from tests.e2e.test_errors import expect_error
 from tests.e2e.test_generate import generate, token_ids
+from tests.e2e.worker_metrics import frontend_scrape
 
 Reason = pb.Finished.Reason
 State = pb.Generation.State
@@ -126,7 +127,12 @@ async def test_cancel_generation_mid_stream_then_again_and_after_finish(channel,
     )
     started = await call.read()
     gid = started.generation_id
+    key = 'llm_cancellation_lag_seconds_{}{{reason="CANCELED"}}'
+    before = frontend_scrape(platform)
     canceled = await stub.CancelGeneration(pb.CancelGenerationRequest(generation_id=gid), metadata=auth())
+    after_cancel = frontend_scrape(platform)  # measured: intent to worker request cancelled and sealed
+    assert after_cancel[key.format("count")] == before.get(key.format("count"), 0.0) + 1
+    assert 0 < after_cancel[key.format("sum")] - before.get(key.format("sum"), 0.0) < 30
     assert canceled.state == State.CANCELED and canceled.finish_reason == Reason.CANCELED
     rest = []
     while (event := await call.read()) is not grpc.aio.EOF:

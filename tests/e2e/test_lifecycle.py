@@ -64,7 +64,7 @@ def test_serve_runs_until_sigterm_and_leaves_nothing_behind(tmp_path: Path) -> N
     work = tmp_path / "triton"
     config = tmp_path / "platform.toml"
     config.write_text(
-        '[frontend]\nlisten = "127.0.0.1:0"\n'
+        '[frontend]\nlisten = "127.0.0.1:0"\nmetrics_listen = "127.0.0.1:0"\n'
         f'[store]\nurl = "sqlite:///{tmp_path / "control.sqlite"}"\n'
         f'[triton]\ngrpc_port = 0\nhttp_port = 0\nmetrics_port = 0\nwork_dir = "{work}"\n'
         '[[tenants]]\nid = "cli"\napi_keys = ["cli-key"]\n'

@@ -59,3 +59,15 @@ async def wait_until_idle(platform: Platform, timeout_s: float = 30.0) -> dict[s
         if (idle_since is not None and now - idle_since >= PUBLISH_S) or now > deadline:
             return values
         await asyncio.sleep(0.1)
+
+
+def frontend_scrape(platform: Platform) -> dict[str, float]:
+    """The frontend's metrics endpoint, keyed `name{labels}` as exposed."""
+    url = f"http://127.0.0.1:{platform.metrics_port}/metrics"
+    body = urllib.request.urlopen(url, timeout=10).read().decode()
+    values = {}
+    for line in body.splitlines():
+        if line and not line.startswith("#"):
+            key, _, value = line.rpartition(" ")
+            values[key] = float(value)
+    return values
