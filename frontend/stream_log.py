@@ -55,6 +55,7 @@ class EventLog:
         self._appended_bytes = 0  # ever appended
         self._first = 1  # sequence of the oldest retained event
         self._next = 1  # sequence the next appended event must carry
+        self._epoch = 0  # highest epoch appended; older ones are stale
         self._closed = False
         self._changed = asyncio.Event()  # set (and replaced) on append and close
         self._room = asyncio.Event()  # set (and replaced) when a reader consumes or leaves
@@ -141,11 +142,17 @@ class EventLog:
 
     # --- the producer -----------------------------------------------------------------------
 
-    def append(self, event: pb.GenerationEvent) -> None:
+    def append(self, event: pb.GenerationEvent) -> bool:
         """Adds the next event (its sequence must follow the last) and drops the oldest over the
-        limits, but never one an attached reader has not consumed: the producer waits for room."""
+        limits, but never one an attached reader has not consumed: the producer waits for room.
+
+        An event of an older epoch than one already appended is dropped (False): a replaced
+        attempt's late output never reaches a client."""
         if self._closed:
             raise RuntimeError(f"log of {self.generation_id} is closed")
+        if event.epoch < self._epoch:
+            return False
+        self._epoch = event.epoch
         if event.sequence != self._next:
             raise ValueError(f"event sequence {event.sequence}, expected {self._next}")
         size = event.ByteSize()
@@ -163,6 +170,7 @@ class EventLog:
             self._bytes -= dropped
             self._first += 1
         self._wake_readers()
+        return True
 
     def close(self) -> None:
         """No more events (the generation is terminal); readers end after the last one."""

@@ -169,3 +169,15 @@ def test_sequences_must_follow_and_a_closed_log_takes_nothing() -> None:
     log.close()
     with pytest.raises(RuntimeError, match="closed"):
         log.append(event(2))
+
+
+async def test_events_of_an_older_epoch_are_dropped() -> None:
+    log = EventLog("g")
+    assert log.append(event(1))
+    newer = pb.GenerationEvent(generation_id="g", epoch=2, sequence=2, delta=pb.Delta(text="y"))
+    assert log.append(newer)
+    stale = pb.GenerationEvent(generation_id="g", epoch=1, sequence=3, delta=pb.Delta(text="late"))
+    assert not log.append(stale)
+    assert log.last_sequence == 2
+    log.close()
+    assert [(e.epoch, e.sequence) async for e in log.follow(0)] == [(1, 1), (2, 2)]
