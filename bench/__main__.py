@@ -1,11 +1,12 @@
-"""`python -m bench <suite>`: engine (engine/ against transformers), billing (usage ingestion)."""
+"""`python -m bench <suite>`: engine (engine/ against transformers), billing (usage ingestion),
+fairness (tenants' interactive TTFT under another tenant's long documents, fair share vs FCFS)."""
 
 from __future__ import annotations
 
 import importlib
 import sys
 
-SUITES = {"engine": "bench.engine", "billing": "bench.billing"}
+SUITES = {"engine": "bench.engine", "billing": "bench.billing", "fairness": "bench.fairness"}
 
 
 def main() -> int:
