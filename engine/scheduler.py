@@ -67,6 +67,7 @@ class Scheduler:
         self.waiting: list[Sequence] = []
         self.running: list[Sequence] = []
         self._served: dict[str, float] = {}  # cache salt -> prefill tokens served / weight
+        self._last_charge: dict[str, float] = {}  # cache salt -> its latest chunk / weight
         self.num_preemptions = 0
 
     # --- admission ----------------------------------------------------------------------------
@@ -84,12 +85,14 @@ class Scheduler:
             seq.num_cached_tokens = self.kv.peek_prefix(seq.token_ids, seq.request.cache_salt)
         salt = seq.request.cache_salt
         if not any(s.request.cache_salt == salt for s in self._prefilling()):
-            # a salt that becomes backlogged starts at the virtual time (the least service among
-            # backlogged salts): no credit for idle time, no penalty for past service
+            # a salt that becomes backlogged starts at the virtual time: the start of the chunk in
+            # service (the least service among backlogged salts, less one chunk), or where its own
+            # service left it if that is later. No credit for idle time, at most one chunk ahead.
             backlogged = {s.request.cache_salt for s in self._prefilling()}
-            now = min((self._served.get(b, 0.0) for b in backlogged), default=None)
-            if now is not None:
-                self._served[salt] = now
+            least = min(backlogged, key=lambda b: self._served.get(b, 0.0), default=None)
+            if least is not None:
+                start = self._served.get(least, 0.0) - self._last_charge.get(least, 0.0)
+                self._served[salt] = max(self._served.get(salt, start), start)
             else:
                 self._served.setdefault(salt, 0.0)
         self.waiting.append(seq)
@@ -158,7 +161,8 @@ class Scheduler:
             scheduled.add(id(seq))
             budget -= n
             salt = seq.request.cache_salt
-            self._served[salt] = self._served.get(salt, 0.0) + n / seq.request.weight
+            self._last_charge[salt] = n / seq.request.weight
+            self._served[salt] = self._served.get(salt, 0.0) + self._last_charge[salt]
         return SchedulerOutput(tuple(chunks), tuple(preempted))
 
     def update(self, output: SchedulerOutput, sampled: dict[str, int]) -> list[Sequence]:
@@ -204,9 +208,14 @@ class Scheduler:
             return None
         if not self.fair_share:
             return min(candidates, key=lambda s: s.arrival)
-        return min(
+        return min(  # ties: the shortest remaining prompt first
             candidates,
-            key=lambda s: (s.request.tier, self._served.get(s.request.cache_salt, 0.0), s.arrival),
+            key=lambda s: (
+                s.request.tier,
+                self._served.get(s.request.cache_salt, 0.0),
+                s.num_uncomputed,
+                s.arrival,
+            ),
         )
 
     def _grow(self, seq: Sequence, n: int, scheduled: set[int], preempted: list[str]) -> bool:

@@ -3,6 +3,8 @@
 llmctl generate --model smollm2-135m "Write a haiku about the sea"
 llmctl generate --chat "Hi there" --json
 llmctl models
+llmctl workers                       (Admin: needs --admin-key)
+llmctl drain local-1                 (Admin)
 """
 
 from __future__ import annotations
@@ -15,9 +17,16 @@ import grpc
 from google.protobuf import json_format
 from grpc_status import rpc_status
 
-from frontend.config import LOCAL_API_KEY
+from frontend.config import LOCAL_ADMIN_KEY, LOCAL_API_KEY
 from frontend.errors import error_info
-from llm.v1 import generations_pb2, generations_pb2_grpc, models_pb2, models_pb2_grpc
+from llm.v1 import (
+    admin_pb2,
+    admin_pb2_grpc,
+    generations_pb2,
+    generations_pb2_grpc,
+    models_pb2,
+    models_pb2_grpc,
+)
 
 
 def _metadata(key: str) -> tuple[tuple[str, str], ...]:
@@ -70,10 +79,31 @@ def _models(args: argparse.Namespace, channel: grpc.Channel) -> int:
     return 0
 
 
+def _workers(args: argparse.Namespace, channel: grpc.Channel) -> int:
+    stub = admin_pb2_grpc.AdminStub(channel)
+    meta = _metadata(args.admin_key)
+    if args.command == "drain":
+        stub.DrainWorker(admin_pb2.DrainWorkerRequest(worker_id=args.worker_id), metadata=meta)
+    resp = stub.ListWorkers(admin_pb2.ListWorkersRequest(), metadata=meta)
+    if args.json:
+        print(json_format.MessageToJson(resp))
+        return 0
+    for w in resp.workers:
+        state = "draining" if w.draining else ("healthy" if w.healthy else "down")
+        print(
+            f"{w.worker_id}\t{w.address}\t{state}\tfree_blocks={w.free_kv_blocks}\t{','.join(w.loaded_versions)}"
+        )
+    return 0
+
+
+COMMANDS = {"generate": _generate, "models": _models, "workers": _workers, "drain": _workers}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="llmctl", description=__doc__.splitlines()[0])
     parser.add_argument("--target", default=os.environ.get("LLM_TARGET", "127.0.0.1:50051"))
     parser.add_argument("--api-key", default=os.environ.get("LLM_API_KEY", LOCAL_API_KEY))
+    parser.add_argument("--admin-key", default=os.environ.get("LLM_ADMIN_KEY", LOCAL_ADMIN_KEY))
     sub = parser.add_subparsers(dest="command", required=True)
     gen = sub.add_parser("generate", help="stream a generation to the terminal")
     gen.add_argument("text", help="prompt text (or the user message with --chat)")
@@ -90,10 +120,15 @@ def main(argv: list[str] | None = None) -> int:
     gen.add_argument("--json", action="store_true", help="print raw events as JSON lines")
     models = sub.add_parser("models", help="list model versions and aliases")
     models.add_argument("--json", action="store_true")
+    workers = sub.add_parser("workers", help="list the Triton workers (Admin)")
+    workers.add_argument("--json", action="store_true")
+    drain = sub.add_parser("drain", help="stop routing new generations to a worker (Admin)")
+    drain.add_argument("worker_id")
+    drain.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     with grpc.insecure_channel(args.target) as channel:
         try:
-            return _generate(args, channel) if args.command == "generate" else _models(args, channel)
+            return COMMANDS[args.command](args, channel)
         except grpc.RpcError as e:
             status = rpc_status.from_call(e)
             info = error_info(status) if status is not None else None

@@ -24,6 +24,7 @@ class ApiError(Exception):
     message: str  # human-readable; never contains prompt or output text
     metadata: dict[str, str] = field(default_factory=dict)
     retry_after_s: float | None = None  # base delay; the status carries it jittered
+    quota: tuple[str, str] | None = None  # (subject, description) of a QuotaFailure violation
 
     def __str__(self) -> str:
         return f"{self.code.name} {self.reason}: {self.message}"
@@ -41,6 +42,10 @@ class ApiError(Exception):
             delay = duration_pb2.Duration()
             delay.FromMilliseconds(int(jittered * 1000))
             details.append(error_details_pb2.RetryInfo(retry_delay=delay))
+        if self.quota is not None:
+            subject, description = self.quota
+            violation = error_details_pb2.QuotaFailure.Violation(subject=subject, description=description)
+            details.append(error_details_pb2.QuotaFailure(violations=[violation]))
         status = status_pb2.Status(code=self.code.value[0], message=self.message)
         for d in details:
             status.details.add().Pack(d)

@@ -228,6 +228,10 @@ class GenerationManager:
                 f"tenant quota {e.kind} exhausted ({e.in_use} in use of {e.limit}, {e.requested} requested)",
                 {"quota": str(e.kind)},
                 retry_after_s=retry,
+                quota=(
+                    f"tenant:{e.tenant_id}",
+                    f"{e.kind}: limit {e.limit}, in use {e.in_use}, requested {e.requested}",
+                ),
             ) from e
 
     # --- the run ----------------------------------------------------------------------------

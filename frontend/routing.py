@@ -48,6 +48,7 @@ class WorkerHandle:
     capacity: dict[str, int] = field(default_factory=dict)  # version id -> KV blocks of its engine
     reserved: dict[str, int] = field(default_factory=dict)  # version id -> blocks of our generations
     active: int = 0  # generations running on it now
+    dispatched: int = 0  # generations sent to it, all told
     healthy: bool = True
     draining: bool = False
     last_heartbeat: float = 0.0  # time.time() of the last health check that passed
@@ -238,6 +239,7 @@ class Dispatcher:
     def _reserve(self, worker: WorkerHandle, ticket: Ticket, version_id: str) -> None:
         worker.reserved[version_id] = worker.reserved.get(version_id, 0) + ticket.blocks
         worker.active += 1
+        worker.dispatched += 1
 
     def _release(self, worker: WorkerHandle, ticket: Ticket, version_id: str) -> None:
         worker.reserved[version_id] -= ticket.blocks

@@ -16,6 +16,7 @@ from frontend.platform import Platform
 KEY_ALPHA = "key-alpha"
 KEY_BETA = "key-beta"
 KEY_GAMMA = "key-gamma"  # a tenant allowed one generation at a time
+KEY_DELTA = "key-delta"  # a tenant with small token budgets
 
 
 def platform_config(store: Path | None = None) -> PlatformConfig:
@@ -35,6 +36,12 @@ def platform_config(store: Path | None = None) -> PlatformConfig:
                 {"id": "alpha", "api_keys": [KEY_ALPHA]},
                 {"id": "beta", "api_keys": [KEY_BETA], "weight": 2.0},
                 {"id": "gamma", "api_keys": [KEY_GAMMA], "max_concurrent_generations": 1},
+                {
+                    "id": "delta",
+                    "api_keys": [KEY_DELTA],
+                    "output_tokens_per_minute": 100,
+                    "max_queued_tokens": 250,
+                },
             ],
             "triton": {"grpc_port": 0, "http_port": 0, "metrics_port": 0, "exit_timeout_s": 5},
             # 600 blocks of 16 tokens: one near-context-length request leaves too little for another

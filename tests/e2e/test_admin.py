@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import shutil
+import signal
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
@@ -156,14 +158,16 @@ async def test_drain_sends_new_work_elsewhere_and_lets_active_work_finish(ch, ad
     drained = await stub.DrainWorker(admin_pb2.DrainWorkerRequest(worker_id=busy[0]), metadata=admin())
     assert drained.draining and drained.worker_id == busy[0]
     # new generations all go to the other worker while the drained one finishes its own
+    sent = {w.worker_id: w.dispatched for w in platform.pool.workers.values()}
     others = [
         gen.Generate(pb.GenerateRequest(model=MODEL, prompt="Hi", max_output_tokens=2), metadata=auth())
         for _ in range(3)
     ]
     for call in others:
         assert (await call.read()).HasField("started")
-    assert [w.worker_id for w in platform.pool.workers.values() if w.active and w.worker_id != busy[0]] != []
-    assert platform.pool.workers[busy[0]].active == 1
+    now_sent = {w.worker_id: w.dispatched for w in platform.pool.workers.values()}
+    assert {k: now_sent[k] - sent[k] for k in sent} == {k: 0 if k == busy[0] else 3 for k in sent}
+    assert platform.pool.workers[busy[0]].active == 1  # still finishing its own
     rest = await rest_of(active)
     assert rest[-1].finished.reason == pb.Finished.Reason.OUTPUT_LIMIT
     for call in others:
@@ -274,3 +278,38 @@ async def test_register_a_version_then_canary_route_to_it(
         grpc.StatusCode.INVALID_ARGUMENT,
         "INVALID_ROUTE",
     )
+
+
+async def test_a_dead_worker_is_routed_around_then_restarted(ch, admin_platform) -> None:
+    platform = admin_platform[0]
+    stub = admin_pb2_grpc.AdminStub(ch)
+    gen = generations_pb2_grpc.GenerationsStub(ch)
+    victim = next(w for w in platform.workers if w.worker_id == "local-1")
+    assert victim.server.process is not None
+    os.kill(victim.server.process.pid, signal.SIGKILL)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 10
+    while platform.pool.workers["local-1"].healthy:  # the supervisor notices within its interval
+        assert loop.time() < deadline, "the dead worker was never marked down"
+        await asyncio.sleep(0.1)
+    # new generations go to the live worker meanwhile
+    for i in range(3):
+        events = [
+            e
+            async for e in gen.Generate(
+                pb.GenerateRequest(model=MODEL, prompt=f"Hi {i}", max_output_tokens=2),
+                metadata=auth(),
+                timeout=60,
+            )
+        ]
+        assert events[-1].finished.reason == pb.Finished.Reason.OUTPUT_LIMIT
+    deadline = loop.time() + 120
+    while not platform.pool.workers["local-1"].healthy:
+        assert loop.time() < deadline, "the dead worker was not restarted"
+        await asyncio.sleep(0.2)
+    listed = {
+        w.worker_id: w
+        for w in (await stub.ListWorkers(admin_pb2.ListWorkersRequest(), metadata=admin())).workers
+    }
+    assert listed["local-1"].healthy and not listed["local-1"].draining
+    assert len(listed["local-1"].loaded_versions) == len(platform.registry.versions)  # v2 reloaded too

@@ -14,7 +14,7 @@ from frontend.admission import INTERACTIVE
 from frontend.platform import Platform
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
-from tests.e2e.conftest import KEY_BETA, auth
+from tests.e2e.conftest import KEY_BETA, KEY_DELTA, auth
 from tests.e2e.test_errors import expect_error
 
 MODEL = "smollm2-135m"
@@ -26,6 +26,48 @@ def long_prompt(platform: Platform, tokens: int) -> str:
     n = len(platform.registry.resolve(MODEL).tokenizer.encode(text))
     assert 0.9 * tokens <= n <= 1.1 * tokens, n
     return text
+
+
+def quota_failure(error: grpc.aio.AioRpcError) -> error_details_pb2.QuotaFailure:
+    status = rpc_status.from_call(error)
+    assert status is not None
+    for detail in status.details:
+        if detail.Is(error_details_pb2.QuotaFailure.DESCRIPTOR):
+            failure = error_details_pb2.QuotaFailure()
+            detail.Unpack(failure)
+            return failure
+    raise AssertionError("no QuotaFailure")
+
+
+async def test_token_budgets_are_resource_exhausted_with_quota_failure(channel) -> None:
+    """delta may hold 250 reserved tokens and produce 100 output tokens a minute."""
+    stub = generations_pb2_grpc.GenerationsStub(channel)
+
+    def req(rid: str, n: int) -> pb.GenerateRequest:
+        return pb.GenerateRequest(model=MODEL, prompt="Hi", max_output_tokens=n, request_id=rid)
+
+    error = await expect_error(
+        lambda: stub.Generate(req("delta-big", 300), metadata=auth(KEY_DELTA)),
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        "QUOTA_EXCEEDED",
+    )
+    (violation,) = quota_failure(error).violations
+    assert violation.subject == "tenant:delta" and violation.description.startswith("QUEUED_TOKENS")
+    done = [e async for e in stub.Generate(req("delta-1", 60), metadata=auth(KEY_DELTA), timeout=60)]
+    assert done[-1].HasField("finished")
+    error = await expect_error(
+        lambda: stub.Generate(req("delta-2", 60), metadata=auth(KEY_DELTA)),
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        "QUOTA_EXCEEDED",
+    )
+    (violation,) = quota_failure(error).violations
+    assert violation.description.startswith("OUTPUT_TOKENS_PER_MINUTE")
+    assert 0 < retry_delay_s(error) <= 60 * 1.5  # the window's reset, jittered
+    await expect_error(
+        lambda: stub.GetGeneration(pb.GetGenerationRequest(request_id="delta-2"), metadata=auth(KEY_DELTA)),
+        grpc.StatusCode.NOT_FOUND,
+        "GENERATION_NOT_FOUND",
+    )
 
 
 def retry_delay_s(error: grpc.aio.AioRpcError) -> float:

@@ -20,8 +20,8 @@ def test_catalog_is_recorded_and_idempotent(platform: Platform) -> None:
     version = platform.registry.resolve("smollm2-135m")
     record_catalog(platform.store, platform.cfg, platform.registry, now=datetime.now(UTC))  # a restart
     with platform.store.transaction() as s:
-        assert sorted(s.scalars(select(Tenant.id))) == ["alpha", "beta", "gamma"]
-        assert s.scalar(select(func.count()).select_from(ApiKey)) == 3
+        assert sorted(s.scalars(select(Tenant.id))) == ["alpha", "beta", "delta", "gamma"]
+        assert s.scalar(select(func.count()).select_from(ApiKey)) == 4
         alpha, beta = tenant_for_api_key(s, KEY_ALPHA), tenant_for_api_key(s, KEY_BETA)
         assert alpha is not None and alpha.id == "alpha"
         assert beta is not None and beta.weight == 2.0

@@ -64,7 +64,7 @@ def test_serve_runs_until_sigterm_and_leaves_nothing_behind(tmp_path: Path) -> N
     work = tmp_path / "triton"
     config = tmp_path / "platform.toml"
     config.write_text(
-        '[frontend]\nlisten = "127.0.0.1:0"\nmetrics_listen = "127.0.0.1:0"\n'
+        '[frontend]\nlisten = "127.0.0.1:0"\nmetrics_listen = "127.0.0.1:0"\nadmin_api_keys = ["cli-admin"]\n'
         f'[store]\nurl = "sqlite:///{tmp_path / "control.sqlite"}"\n'
         f'[triton]\ngrpc_port = 0\nhttp_port = 0\nmetrics_port = 0\nwork_dir = "{work}"\n'
         '[[tenants]]\nid = "cli"\napi_keys = ["cli-key"]\n'
@@ -131,6 +131,17 @@ def test_serve_runs_until_sigterm_and_leaves_nothing_behind(tmp_path: Path) -> N
             timeout=60,
         )
         assert denied.returncode == 1 and "UNAUTHENTICATED" in denied.stderr
+
+        def llmctl(*args: str) -> subprocess.CompletedProcess[str]:
+            command = [sys.executable, "-m", "frontend.cli", "--target", f"127.0.0.1:{port}", *args]
+            return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+        drained = llmctl("--admin-key", "cli-admin", "drain", "local-0", "--json")
+        assert drained.returncode == 0, drained.stderr
+        (worker,) = json.loads(drained.stdout)["workers"]
+        assert worker["workerId"] == "local-0" and worker["draining"] and worker["healthy"]
+        not_admin = llmctl("--admin-key", "cli-key", "workers")
+        assert not_admin.returncode == 1 and "PERMISSION_DENIED (ADMIN_REQUIRED)" in not_admin.stderr
     finally:
         serve.send_signal(signal.SIGTERM)
         rest, _ = serve.communicate(timeout=60)

@@ -121,16 +121,15 @@ def test_stop_token_finishes() -> None:
 
 def test_a_running_long_prefill_yields_the_budget_to_another_salts_short_prompt() -> None:
     """B's short prompt, arriving while A's long prompt is part-way through prefill, is prefilled
-    after at most one more chunk of A's (not after A's whole prompt)."""
+    in the very next step (not after A's whole prompt)."""
     sched = make_scheduler(num_blocks=512, max_num_batched_tokens=16)
     sched.add(make_seq("a", 200, max_out=1, salt="A"))
     assert plan(run_step(sched)) == [("a", 0, 16, False)]
     assert plan(run_step(sched)) == [("a", 16, 16, False)]
     sched.add(make_seq("b", 10, max_out=4, salt="B"))
-    # B joins at A's service (32): a tie, A's next chunk, then B first
-    assert plan(run_step(sched)) == [("a", 32, 16, False)]
-    assert plan(run_step(sched)) == [("b", 0, 10, True), ("a", 48, 6, False)]
-    assert plan(run_step(sched)) == [("b", 10, 1, True), ("a", 54, 15, False)]
+    # B joins at the start of A's chunk in service (32 - 16): B's prompt goes next
+    assert plan(run_step(sched)) == [("b", 0, 10, True), ("a", 32, 6, False)]
+    assert plan(run_step(sched)) == [("b", 10, 1, True), ("a", 38, 15, False)]
 
 
 def test_first_come_first_served_when_fair_share_is_off() -> None:
@@ -154,4 +153,6 @@ def test_a_salt_returning_from_idle_joins_at_the_virtual_time() -> None:
         run_step(sched)  # A: 80 tokens of service, still backlogged
     sched.add(make_seq("c1", 160, max_out=1, salt="C"))
     order = [plan(run_step(sched))[0][0] for _ in range(4)]
-    assert order == ["a", "c1", "a", "c1"]
+    # C joins at the start of A's chunk in service (64), not at its old 16: it alternates with A
+    # instead of taking four chunks in a row
+    assert order == ["c1", "a", "c1", "a"]
