@@ -4,12 +4,14 @@ on free loopback ports, torn down at the end of the session."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import grpc
 import pytest
 import pytest_asyncio
 
+from frontend.admission import INTERACTIVE
 from frontend.config import PlatformConfig, parse_config
 from frontend.platform import Platform
 
@@ -48,6 +50,19 @@ def platform_config(store: Path | None = None) -> PlatformConfig:
             "models": [{"alias": "smollm2-135m", "kv_cache_blocks": 600, "max_num_batched_tokens": 256}],
         }
     )
+
+
+@contextmanager
+def interactive_allowance(platform: Platform, seconds: float) -> Iterator[None]:
+    """Runs with another interactive queue allowance (the deadline and the wait for room)."""
+    assert platform.manager is not None
+    allowances = platform.manager.dispatcher.queue_wait_s
+    saved = dict(allowances)
+    allowances[INTERACTIVE] = seconds
+    try:
+        yield
+    finally:
+        allowances.update(saved)
 
 
 def auth(key: str = KEY_ALPHA) -> tuple[tuple[str, str], ...]:

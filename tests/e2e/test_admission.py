@@ -10,11 +10,10 @@ import grpc
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from frontend.admission import INTERACTIVE
 from frontend.platform import Platform
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
-from tests.e2e.conftest import KEY_BETA, KEY_DELTA, auth
+from tests.e2e.conftest import KEY_BETA, KEY_DELTA, auth, interactive_allowance
 from tests.e2e.test_errors import expect_error
 
 MODEL = "smollm2-135m"
@@ -88,38 +87,34 @@ async def test_queue_deadline_refuses_interactive_admits_batch_and_other_tenants
     predicted to wait past a 0.2 s allowance: UNAVAILABLE/QUEUE_DEADLINE with RetryInfo, nothing
     recorded. The same request on the BATCH tier is accepted, and beta (owed only a fair share of
     its own tiny cost) is admitted at once."""
-    assert platform.manager is not None
-    allowances = platform.manager.dispatcher.queue_wait_s
-    saved = dict(allowances)
-    allowances[INTERACTIVE] = 0.2
     stub = generations_pb2_grpc.GenerationsStub(channel)
     hog = stub.Generate(
         pb.GenerateRequest(model=MODEL, prompt=long_prompt(platform, 3000), max_output_tokens=2),
         metadata=auth(),
     )
-    try:
-        assert (await hog.read()).HasField("started")  # admitted: its prefill is the backlog
-        late = pb.GenerateRequest(model=MODEL, prompt="Hello", max_output_tokens=2, request_id="late-1")
-        error = await expect_error(
-            lambda: stub.Generate(late, metadata=auth()), grpc.StatusCode.UNAVAILABLE, "QUEUE_DEADLINE"
-        )
-        assert "BATCH" in (error.details() or "")
-        assert retry_delay_s(error) >= 1.0
-        await expect_error(
-            lambda: stub.GetGeneration(pb.GetGenerationRequest(request_id="late-1"), metadata=auth()),
-            grpc.StatusCode.NOT_FOUND,
-            "GENERATION_NOT_FOUND",
-        )
-        other = [e async for e in stub.Generate(late, metadata=auth(KEY_BETA), timeout=60)]
-        assert other[-1].finished.reason == pb.Finished.Reason.OUTPUT_LIMIT
-        batch = pb.GenerateRequest(
-            model=MODEL, prompt="Hello", max_output_tokens=2, request_id="late-batch", tier=pb.BATCH
-        )
-        events = [e async for e in stub.Generate(batch, metadata=auth(), timeout=60)]
-        assert events[-1].finished.reason == pb.Finished.Reason.OUTPUT_LIMIT
-    finally:
-        hog.cancel()
-        allowances.update(saved)
+    with interactive_allowance(platform, 0.2):
+        try:
+            assert (await hog.read()).HasField("started")  # admitted: its prefill is the backlog
+            late = pb.GenerateRequest(model=MODEL, prompt="Hello", max_output_tokens=2, request_id="late-1")
+            error = await expect_error(
+                lambda: stub.Generate(late, metadata=auth()), grpc.StatusCode.UNAVAILABLE, "QUEUE_DEADLINE"
+            )
+            assert "BATCH" in (error.details() or "")
+            assert retry_delay_s(error) >= 1.0
+            await expect_error(
+                lambda: stub.GetGeneration(pb.GetGenerationRequest(request_id="late-1"), metadata=auth()),
+                grpc.StatusCode.NOT_FOUND,
+                "GENERATION_NOT_FOUND",
+            )
+            other = [e async for e in stub.Generate(late, metadata=auth(KEY_BETA), timeout=60)]
+            assert other[-1].finished.reason == pb.Finished.Reason.OUTPUT_LIMIT
+            batch = pb.GenerateRequest(
+                model=MODEL, prompt="Hello", max_output_tokens=2, request_id="late-batch", tier=pb.BATCH
+            )
+            events = [e async for e in stub.Generate(batch, metadata=auth(), timeout=60)]
+            assert events[-1].finished.reason == pb.Finished.Reason.OUTPUT_LIMIT
+        finally:
+            hog.cancel()
 
 
 async def test_short_interactive_requests_are_not_stuck_behind_another_tenants_documents(

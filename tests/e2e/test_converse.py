@@ -208,6 +208,6 @@ async def test_a_client_that_goes_away_leaves_its_generations_to_the_grace_perio
     call.cancel()  # disconnect, never resumed
     got = await wait_for_state(generations_pb2_grpc.GenerationsStub(channel), gid, State.CANCELED)
     assert got.state == State.CANCELED and got.usage_final
-    assert recorded_reason(platform, "alpha", gid) == "CANCELED"  # the grace ran out, not the window
+    assert recorded_reason(platform, "alpha", gid) == "DISCONNECTED"  # the grace ran out, not the window
     idle = await wait_until_idle(platform)
     assert idle["llm_worker_kv_blocks:used"] == 0

@@ -11,6 +11,7 @@ from frontend.platform import Platform
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
 from tests.e2e.conftest import auth
+from tests.e2e.worker_metrics import wait_until_idle
 
 Reason = pb.Finished.Reason
 
@@ -62,3 +63,5 @@ async def test_a_run_whose_lease_was_swept_ends_interrupted(channel, platform: P
     assert events[-1].finished.reason == Reason.INTERRUPTED and not events[-1].finished.usage_final
     got = await stub.GetGeneration(pb.GetGenerationRequest(generation_id=gid), metadata=auth())
     assert got.state == pb.Generation.State.INTERRUPTED
+    idle = await wait_until_idle(platform)  # the worker request was cancelled: its blocks are back
+    assert idle["llm_worker_kv_blocks:used"] == 0

@@ -9,7 +9,7 @@ import pytest
 from frontend.platform import Platform
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
-from tests.e2e.conftest import KEY_ALPHA, KEY_BETA, auth
+from tests.e2e.conftest import KEY_ALPHA, KEY_BETA, auth, interactive_allowance
 from tests.e2e.test_errors import expect_error
 from tests.e2e.test_generate import assert_worker_is_free
 from tests.e2e.worker_metrics import scrape, wait_until_idle
@@ -19,6 +19,7 @@ Reason = pb.Finished.Reason
 
 
 async def test_request_whose_reservation_does_not_fit_is_unavailable(channel, platform: Platform) -> None:
+    await wait_until_idle(platform)  # earlier tests' cancelled requests leave at the next step
     stub = generations_pb2_grpc.GenerationsStub(channel)
     hog = stub.Generate(
         pb.GenerateRequest(
@@ -32,15 +33,16 @@ async def test_request_whose_reservation_does_not_fit_is_unavailable(channel, pl
     first = await hog.read()
     assert first.HasField("started")  # 501 of the 600 blocks are now reserved
     try:
-        error = await expect_error(
-            lambda: stub.Generate(
-                pb.GenerateRequest(model="smollm2-135m", prompt="Hello", max_output_tokens=2000),
-                metadata=auth(),
-            ),
-            grpc.StatusCode.UNAVAILABLE,
-            "WORKER_CAPACITY",
-        )
-        assert "blocks" in (error.details() or "")
+        with interactive_allowance(platform, 0.5):  # how long it may wait for room
+            error = await expect_error(
+                lambda: stub.Generate(
+                    pb.GenerateRequest(model="smollm2-135m", prompt="Hello", max_output_tokens=2000),
+                    metadata=auth(),
+                ),
+                grpc.StatusCode.UNAVAILABLE,
+                "WORKER_CAPACITY",
+            )
+        assert "needs 126 KV blocks" in (error.details() or "")
     finally:
         hog.cancel()
     await wait_until_idle(platform)  # the abandoned hog is cancelled after the grace period
