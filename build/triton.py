@@ -134,7 +134,10 @@ class TritonServer:
         http_port: int = 0,
         metrics_port: int = 0,
         exit_timeout_s: int = 10,
+        trace_url: str = "",
     ) -> None:
+        """trace_url: an OTLP/HTTP traces URL; Triton then exports a span per request there,
+        joined to the caller's trace through the request's W3C `traceparent` header."""
         self.install = TritonInstall.locate()
         self.model_repository = model_repository.resolve()
         self.work_dir = work_dir.resolve()
@@ -142,6 +145,7 @@ class TritonServer:
         self.http_port = http_port or free_port()
         self.metrics_port = metrics_port or free_port()
         self.exit_timeout_s = exit_timeout_s
+        self.trace_url = trace_url
         self.log_path = work_dir / f"tritonserver-{self.grpc_port}.log"
         self.process: subprocess.Popen[bytes] | None = None
         # the Python backend's shared-memory regions of this server carry its own prefix, so a
@@ -174,6 +178,7 @@ class TritonServer:
             f"--metrics-port={self.metrics_port}",
             f"--exit-timeout-secs={self.exit_timeout_s}",
             f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
+            *self._trace_args(),
             "--log-verbose=0",
         ]
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -189,6 +194,18 @@ class TritonServer:
             )
         self._wait_live(timeout_s)
         return self
+
+    def _trace_args(self) -> list[str]:
+        if not self.trace_url:
+            return []
+        url = self.trace_url.removeprefix("http://").removeprefix("https://")
+        return [
+            "--trace-config=mode=opentelemetry",
+            f"--trace-config=opentelemetry,url={url}",
+            "--trace-config=opentelemetry,resource=service.name=llm-worker",
+            "--trace-config=rate=1",
+            "--trace-config=level=TIMESTAMPS",
+        ]
 
     def _client(self):
         import tritonclient.grpc as grpcclient

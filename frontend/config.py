@@ -56,6 +56,13 @@ class TritonSettings:
 
 
 @dataclass(slots=True, frozen=True)
+class TelemetrySettings:
+    otlp_endpoint: str = ""  # OTLP/HTTP traces URL (http://host:4318/v1/traces); "" exports none
+    console_traces: bool = False  # also print finished spans to stdout (debugging)
+    worker_traces: bool = True  # with an endpoint, Triton exports its own spans there too
+
+
+@dataclass(slots=True, frozen=True)
 class TenantSettings:
     id: str
     api_keys: tuple[str, ...] = ()
@@ -85,6 +92,7 @@ class PlatformConfig:
     frontend: FrontendSettings = field(default_factory=FrontendSettings)
     store: StoreSettings = field(default_factory=StoreSettings)
     triton: TritonSettings = field(default_factory=TritonSettings)
+    telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
     tenants: tuple[TenantSettings, ...] = ()
     models: tuple[ModelSettings, ...] = (ModelSettings(),)
 
@@ -107,7 +115,7 @@ def load_config(path: Path | None) -> PlatformConfig:
 
 
 def parse_config(raw: dict[str, Any], where: str = "config") -> PlatformConfig:
-    unknown = set(raw) - {"frontend", "store", "triton", "tenants", "models"}
+    unknown = set(raw) - {"frontend", "store", "triton", "telemetry", "tenants", "models"}
     if unknown:
         raise ConfigError(f"{where}: unknown section(s) {sorted(unknown)}")
     tenants = tuple(_build(TenantSettings, t, f"{where} [[tenants]]") for t in raw.get("tenants", []))
@@ -116,6 +124,7 @@ def parse_config(raw: dict[str, Any], where: str = "config") -> PlatformConfig:
         frontend=_build(FrontendSettings, raw.get("frontend", {}), f"{where} [frontend]"),
         store=_build(StoreSettings, raw.get("store", {}), f"{where} [store]"),
         triton=_build(TritonSettings, raw.get("triton", {}), f"{where} [triton]"),
+        telemetry=_build(TelemetrySettings, raw.get("telemetry", {}), f"{where} [telemetry]"),
         tenants=tenants,
         models=models or (ModelSettings(),),
     )
@@ -171,5 +180,8 @@ def _check(cfg: PlatformConfig, where: str) -> None:
         seen |= set(t.api_keys)
     if seen & set(cfg.frontend.admin_api_keys):
         raise ConfigError(f"{where}: an admin key is also a tenant's API key")
+    endpoint = cfg.telemetry.otlp_endpoint
+    if endpoint and not endpoint.startswith(("http://", "https://")):
+        raise ConfigError(f"{where}: [telemetry] otlp_endpoint must be an http(s) URL")
     if not (cfg.store.url.startswith("sqlite:///") or cfg.store.url.startswith("postgresql")):
         raise ConfigError(f"{where}: store url must be sqlite:///… or postgresql+psycopg://…")

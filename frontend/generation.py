@@ -43,6 +43,7 @@ class GenerationRun:
     cached_input_tokens: int = 0
     delivered_tokens: int = 0
     worker_id: str = ""  # the worker that admitted it
+    trace_headers: tuple[tuple[str, str], ...] = ()  # W3C trace context passed to the worker
     usage_every_tokens: int = 32  # a cumulative `usage` event after this many new output tokens
     usage_every_s: float = 2.0  # ... or after this long with new tokens, whichever comes first
     ended: bool = False  # its closing events (usage, finished) have been made
@@ -88,6 +89,7 @@ class GenerationRun:
             cache_salt=self.cache_salt,
             tenant_weight=self.tenant_weight,
             tier=self.tier,
+            trace_headers=self.trace_headers,
         )
 
     async def events(

@@ -19,12 +19,15 @@ import asyncio
 import hashlib
 import json
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import grpc
+from opentelemetry import trace
+from opentelemetry.trace import Tracer
 
 from billing.aggregator import UsageAggregator
 from billing.errors import QuotaExceeded
@@ -48,6 +51,7 @@ from frontend.metrics import FrontendMetrics
 from frontend.registry import ServedVersion
 from frontend.routing import Dispatcher
 from frontend.stream_log import EventLog
+from frontend.telemetry import GenerationObserver, observe_generation
 from frontend.validation import ValidatedRequest
 from llm.v1 import generations_pb2 as pb
 
@@ -89,6 +93,7 @@ class LiveGeneration:
     cancel_reason: str = "CANCELED"  # recorded terminal reason when its task is cancelled
     lease: Lease | None = None  # its attempt's lease (renewed in the background while it runs)
     cancel_requested_at: float | None = None  # loop time of the cancel intent (lag metric)
+    observer: GenerationObserver | None = None  # its trace and latency figures
     _grace: asyncio.TimerHandle | None = field(default=None, repr=False)
 
 
@@ -121,6 +126,7 @@ class GenerationManager:
         settings: GatewaySettings = GatewaySettings(),
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         metrics: FrontendMetrics | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         self.store = store
         self.aggregator = aggregator
@@ -128,14 +134,22 @@ class GenerationManager:
         self.settings = settings
         self.clock = clock
         self.metrics = metrics or FrontendMetrics()
+        self.tracer = tracer or trace.NoOpTracer()
         self._live: dict[str, LiveGeneration] = {}
         self._background: list[asyncio.Task[None]] = []
 
     # --- start / attach ---------------------------------------------------------------------
 
     async def start(
-        self, tenant: Tenant, req: ValidatedRequest, version: ServedVersion, prompt_ids: tuple[int, ...]
+        self,
+        tenant: Tenant,
+        req: ValidatedRequest,
+        version: ServedVersion,
+        prompt_ids: tuple[int, ...],
+        received: tuple[int, float] | None = None,
     ) -> LiveGeneration:
+        """`received`: (time_ns, monotonic seconds) the request arrived, for its trace and latencies."""
+        received_ns, received_s = received or (time.time_ns(), time.monotonic())
         self._forget_expired()
         new_id = uuid.uuid4().hex
         new = NewGeneration(
@@ -184,6 +198,19 @@ class GenerationManager:
             EventLog(generation.id, self.settings.max_events, self.settings.max_bytes),
         )
         live.lease = lease
+        live.observer = observe_generation(
+            self.tracer,
+            self.metrics,
+            generation_id=generation.id,
+            request_id=generation.request_id,
+            tenant=tenant.id,
+            version=version.version_id,
+            prompt_tokens=len(prompt_ids),
+            max_output_tokens=req.params.max_output_tokens,
+            tier=run.tier,
+            received_ns=received_ns,
+            received_s=received_s,
+        )
         self._live[generation.id] = live
         live.task = asyncio.create_task(
             self._run(live, run, ticket, lease), name=f"generation-{generation.id}"
@@ -239,11 +266,19 @@ class GenerationManager:
     async def _run(self, live: LiveGeneration, run: GenerationRun, ticket: Ticket, lease: Lease) -> None:
         report_seq = 0
         settling: asyncio.Future[Lease] | None = None  # the run ended on its own: sealing it
+        obs = live.observer
+        assert obs is not None
+        run.trace_headers = tuple(obs.dispatching().items())
         events = run.events(self.dispatcher, ticket)
         try:
             try:
                 async for event in events:
+                    if event.HasField("started"):
+                        obs.worker_admitted(run.cached_input_tokens)
+                    elif event.HasField("delta") and event.delta.token_ids:
+                        obs.tokens(len(event.delta.token_ids))
                     if event.HasField("finished"):
+                        obs.settling()
                         settling = asyncio.ensure_future(
                             self._settle(run, lease, event.finished.reason, report_seq + 1)
                         )
@@ -257,6 +292,10 @@ class GenerationManager:
                     timeout = self.settings.slow_consumer_timeout_s
                     too_slow = not closing and not await live.log.wait_for_room(timeout)
                     live.log.append(event)  # generated already: one over the limits when too slow
+                    if event.HasField("delta"):
+                        obs.delta_appended()
+                    elif event.HasField("finished"):
+                        obs.finished(event.finished.reason, event.finished.usage)
                     if too_slow:
                         log.info("generation %s: slow consumer (%.1fs)", live.generation_id, timeout)
                         self.cancel_live(live, "SLOW_CONSUMER")
@@ -268,13 +307,16 @@ class GenerationManager:
                 else:  # too late to cancel: its own `finished` follows once it is sealed
                     await settling
                     live.log.append(event)
+                    obs.finished(event.finished.reason, event.finished.usage)
             except ApiError as e:  # refused before any event: the client gets the status
                 live.error = e
+                obs.refused(e.reason)
                 self.metrics.rejections.labels(e.code.name, e.reason).inc()
                 await asyncio.to_thread(self._end, lease, GenerationState.FAILED, e.reason)
         except Exception:  # never leave a reader waiting on a log that will not close
             log.exception("generation %s: run failed", live.generation_id)
         finally:
+            obs.refused("RUN_FAILED")  # a no-op when it ended with `finished` or a refusal
             live.log.close()
             live.closed_at = asyncio.get_running_loop().time()
 
@@ -283,9 +325,13 @@ class GenerationManager:
     ) -> None:
         reason = Reason.INTERRUPTED if live.cancel_reason == LEASE_LOST else Reason.CANCELED
         events = run.closing_events(reason)
+        if live.observer is not None:
+            live.observer.settling()
         await self._settle(run, lease, reason, seq, recorded=live.cancel_reason)
         for event in events:
             live.log.append(event)
+        if live.observer is not None:
+            live.observer.finished(reason, events[-1].finished.usage)
         if live.cancel_requested_at is not None:  # not a shutdown
             lag = asyncio.get_running_loop().time() - live.cancel_requested_at
             self.metrics.cancellations.labels(live.cancel_reason).inc()

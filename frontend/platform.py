@@ -19,6 +19,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import grpc
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor
 
 from billing.aggregator import UsageAggregator
 from build.triton import ModelDeployment, TritonServer, materialize_repository
@@ -37,6 +40,7 @@ from frontend.config import (
     ConfigError,
     ModelSettings,
     PlatformConfig,
+    TelemetrySettings,
 )
 from frontend.generations import GatewaySettings, GenerationManager
 from frontend.metrics import FrontendMetrics
@@ -99,7 +103,10 @@ def _port(base: int, index: int) -> int:
 
 
 class Platform:
-    def __init__(self, cfg: PlatformConfig, work_dir: Path | None = None) -> None:
+    def __init__(
+        self, cfg: PlatformConfig, work_dir: Path | None = None, span_processor: SpanProcessor | None = None
+    ) -> None:
+        """span_processor: an extra span processor (tests pass one with an in-memory exporter)."""
         check_loopback_only(cfg)
         self.cfg = cfg
         work = Path(cfg.triton.work_dir) if work_dir is None else work_dir
@@ -112,6 +119,7 @@ class Platform:
         self.metrics_port = 0  # the bound port of [frontend] metrics_listen
         self.pool = WorkerPool()
         self._settings: dict[str, ModelSettings] = {}  # model name -> its [[models]] settings
+        self.tracer_provider = tracer_provider(cfg.telemetry, span_processor)
 
     @property
     def triton(self) -> TritonServer | None:
@@ -128,6 +136,7 @@ class Platform:
             deployments.append((model, version))
         repo = materialize_repository([deployment(m, v) for m, v in deployments], self.work_dir / "models")
         t = self.cfg.triton
+        tel = self.cfg.telemetry
         try:
             for i in range(max(m.workers for m, _ in deployments)):
                 server = TritonServer(
@@ -137,6 +146,7 @@ class Platform:
                     _port(t.http_port, i),
                     _port(t.metrics_port, i),
                     t.exit_timeout_s,
+                    trace_url=tel.otlp_endpoint if tel.worker_traces else "",
                 )
                 worker = LocalWorker(f"local-{i}", server, [(m, v) for m, v in deployments if m.workers > i])
                 self.workers.append(worker)
@@ -156,6 +166,7 @@ class Platform:
         for worker in self.workers:
             worker.server.stop()
         self.workers = []
+        self.tracer_provider.force_flush()
         if self.store is not None:
             self.store.close()
             self.store = None
@@ -190,7 +201,13 @@ class Platform:
         )
         metrics = self.metrics = FrontendMetrics()
         self.metrics_port = metrics.serve(f.metrics_listen)
-        self.manager = GenerationManager(self.store, aggregator, dispatcher, settings, metrics=metrics)
+        metrics.relay_workers(
+            lambda: [(w.worker_id, f"http://127.0.0.1:{w.server.metrics_port}/metrics") for w in self.workers]
+        )
+        tracer = self.tracer_provider.get_tracer("llm.frontend")
+        self.manager = GenerationManager(
+            self.store, aggregator, dispatcher, settings, metrics=metrics, tracer=tracer
+        )
         self.manager.start_background()
         supervisor = Supervisor(self.workers, self.pool, self.store, dispatcher)
         supervisor.start()
@@ -212,6 +229,7 @@ class Platform:
             if unwritten:
                 log.error("%d usage reports could not be written", unwritten)
             metrics.close()
+            self.tracer_provider.force_flush()
             for handle in self.pool.workers.values():
                 await handle.client.close()
             self.pool.workers.clear()
@@ -256,6 +274,20 @@ def deployment(m: ModelSettings, v: ServedVersion) -> ModelDeployment:
         scheduler_policy=m.scheduler_policy,
         fair_share=m.fair_share,
     )
+
+
+def tracer_provider(cfg: TelemetrySettings, extra: SpanProcessor | None) -> TracerProvider:
+    """The frontend's tracer provider: OTLP/HTTP when configured, console when asked, `extra`."""
+    provider = TracerProvider(resource=Resource.create({"service.name": "llm-frontend"}))
+    if cfg.otlp_endpoint:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=cfg.otlp_endpoint)))
+    if cfg.console_traces:
+        provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
+    if extra is not None:
+        provider.add_span_processor(extra)
+    return provider
 
 
 def kv_blocks(model: ModelSettings) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
@@ -66,12 +67,13 @@ class GenerationsService(generations_pb2_grpc.GenerationsServicer):
     async def start(self, tenant: Tenant, request: generations_pb2.GenerateRequest) -> LiveGeneration:
         """Validates, resolves, tokenizes and admits a request (Generate, Converse's `start`);
         raises ApiError when it is refused."""
+        received = (time.time_ns(), time.monotonic())
         try:
             req = validate(request)
             key = f"{tenant.id}/{req.request_id}" if req.request_id else ""
             version = self.registry.resolve(req.model, key)
             prompt_ids = tokenize(version, req)
-            live = await self.manager.start(tenant, req, version, prompt_ids)
+            live = await self.manager.start(tenant, req, version, prompt_ids, received)
         except ApiError as e:
             self.manager.metrics.rejections.labels(e.code.name, e.reason).inc()
             raise
@@ -118,7 +120,15 @@ class GenerationsService(generations_pb2_grpc.GenerationsServicer):
         # the RPC's end (completion, cancellation, disconnect) is seen by the context's callback,
         # not by this generator, which grpc may never resume once the client has gone
         self.manager.client_joined(live)
-        context.add_done_callback(lambda _: self._left(live, cursor))
+        span = live.observer.delivery("delivery", after) if live.observer is not None else None
+
+        def left(_: object) -> None:
+            self._left(live, cursor)
+            if span is not None:
+                span.set_attribute("llm.delivered_through", cursor.consumed)
+                span.end()
+
+        context.add_done_callback(left)
         try:
             async for event in live.log.follow(after, cursor):
                 live.log.advance(cursor, event.sequence)

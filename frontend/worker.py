@@ -56,6 +56,7 @@ class WorkerRequest:
     cache_salt: str = ""
     tenant_weight: float = 1.0
     tier: int = 0  # 0 interactive, 1 batch
+    trace_headers: tuple[tuple[str, str], ...] = ()  # W3C trace context (traceparent) for Triton
 
 
 def _tensor(name: str, value: np.ndarray, dtype: str) -> InferInput:
@@ -143,7 +144,7 @@ class TritonWorker:
             }
             await done.wait()  # keep the stream open until the final response arrives
 
-        stream = self._client.stream_infer(requests())
+        stream = self._client.stream_infer(requests(), headers=dict(req.trace_headers) or None)
         completed = False
         try:
             while True:

@@ -10,6 +10,8 @@ from pathlib import Path
 import grpc
 import pytest
 import pytest_asyncio
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from frontend.admission import INTERACTIVE
 from frontend.config import PlatformConfig, parse_config
@@ -69,10 +71,15 @@ def auth(key: str = KEY_ALPHA) -> tuple[tuple[str, str], ...]:
     return (("authorization", f"Bearer {key}"),)
 
 
+SPANS = InMemorySpanExporter()  # every span of the session platform's frontend
+
+
 @pytest.fixture(scope="session")
 def platform(tmp_path_factory: pytest.TempPathFactory, artifact_dir: Path) -> Iterator[Platform]:
     work = tmp_path_factory.mktemp("triton")
-    p = Platform(platform_config(work / "control.sqlite"), work_dir=work)
+    p = Platform(
+        platform_config(work / "control.sqlite"), work_dir=work, span_processor=SimpleSpanProcessor(SPANS)
+    )
     p.start_workers()
     yield p
     p.stop_workers()

@@ -1,0 +1,123 @@
+"""Worker spans join the generation's trace: the frontend passes W3C trace context to Triton,
+which exports its own spans over OTLP/HTTP to the same collector (a small receiver here)."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from frontend.config import TelemetrySettings
+from frontend.platform import Platform
+from llm.v1 import generations_pb2 as pb
+from llm.v1 import generations_pb2_grpc
+from tests.e2e.conftest import auth, platform_config
+
+
+class Collector:
+    """Every span received, as (service name, trace id hex, span name, attributes)."""
+
+    def __init__(self) -> None:
+        self.spans: list[tuple[str, str, str, dict[str, str]]] = []
+        collector = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                if "json" in self.headers.get("Content-Type", ""):
+                    collector.spans.extend(_from_json(json.loads(body)))  # ids are hex there
+                else:
+                    request = ExportTraceServiceRequest()
+                    request.ParseFromString(body)
+                    collector.spans.extend(_from_proto(request))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_port}/v1/traces"
+
+
+def _from_proto(request: ExportTraceServiceRequest) -> Iterator[tuple[str, str, str, dict[str, str]]]:
+    for rs in request.resource_spans:
+        service = next((a.value.string_value for a in rs.resource.attributes if a.key == "service.name"), "")
+        for ss in rs.scope_spans:
+            for span in ss.spans:
+                attributes = {a.key: str(a.value) for a in span.attributes}
+                yield service, span.trace_id.hex(), span.name, attributes
+
+
+def _from_json(doc: dict[str, Any]) -> Iterator[tuple[str, str, str, dict[str, str]]]:
+    for rs in doc.get("resourceSpans", []):
+        resource = rs.get("resource", {}).get("attributes", [])
+        service = next(
+            (a["value"].get("stringValue", "") for a in resource if a["key"] == "service.name"), ""
+        )
+        for ss in rs.get("scopeSpans", []):
+            for span in ss.get("spans", []):
+                attributes = {a["key"]: str(a.get("value")) for a in span.get("attributes", [])}
+                yield service, span["traceId"].lower(), span["name"], attributes
+
+
+@pytest.fixture
+def collector() -> Iterator[Collector]:
+    c = Collector()
+    yield c
+    c.server.shutdown()
+
+
+async def test_worker_spans_join_the_generation_trace(
+    collector: Collector, tmp_path: Path, artifact_dir: Path
+) -> None:
+    cfg = platform_config(tmp_path / "control.sqlite")
+    cfg = replace(cfg, telemetry=TelemetrySettings(otlp_endpoint=collector.url))
+    platform = Platform(cfg, work_dir=tmp_path / "triton")
+    await asyncio.to_thread(platform.start_workers)
+    try:
+        async with (
+            platform.frontend("127.0.0.1:0") as (_, port),
+            grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel,
+        ):
+            stub = generations_pb2_grpc.GenerationsStub(channel)
+            req = pb.GenerateRequest(model="smollm2-135m", prompt="Hi", max_output_tokens=3)
+            events = [e async for e in stub.Generate(req, metadata=auth(), timeout=60)]
+            gid = events[0].generation_id
+            platform.tracer_provider.force_flush()
+            deadline = asyncio.get_running_loop().time() + 30
+            while True:
+                roots = [
+                    s
+                    for s in collector.spans
+                    if s[2] == "generation" and gid in s[3].get("llm.generation_id", "")
+                ]
+                trace_id = roots[0][1] if roots else None
+                worker = [s for s in collector.spans if s[0] == "llm-worker" and s[1] == trace_id]
+                if worker or asyncio.get_running_loop().time() > deadline:
+                    break
+                await asyncio.sleep(0.5)
+            assert roots, "the frontend exported no generation span"
+            assert worker, (
+                f"no worker span in trace {trace_id}: {sorted({(s[0], s[2]) for s in collector.spans})}"
+            )
+    finally:
+        await asyncio.to_thread(platform.stop_workers)
