@@ -55,5 +55,11 @@ unit: setup-test
 e2e: setup-test
 	$(PY) -m pytest -q -p no:cacheprovider tests/e2e
 
+# The standard serving comparison (bench/serve.py; about 8 minutes on 2 cores): the platform over
+# gRPC against transformers serving one request at a time (and llama.cpp where it is installed).
+.PHONY: bench
+bench: setup-test
+	$(PY) -m bench serve --mix mixed --rates 0.25,0.5 --requests 24
+
 clean:
 	rm -rf $(VENV) llm var/triton

@@ -1,12 +1,20 @@
 """`python -m bench <suite>`: engine (engine/ against transformers), billing (usage ingestion),
-fairness (tenants' interactive TTFT under another tenant's long documents, fair share vs FCFS)."""
+fairness (tenants' interactive TTFT under another tenant's long documents, fair share vs FCFS),
+serve (the platform over gRPC against transformers and llama.cpp on a seeded workload; compare is
+the same)."""
 
 from __future__ import annotations
 
 import importlib
 import sys
 
-SUITES = {"engine": "bench.engine", "billing": "bench.billing", "fairness": "bench.fairness"}
+SUITES = {
+    "engine": "bench.engine",
+    "billing": "bench.billing",
+    "fairness": "bench.fairness",
+    "serve": "bench.serve",
+    "compare": "bench.serve",
+}
 
 
 def main() -> int:

@@ -79,7 +79,16 @@ def ours_single(model: LlamaForCausalLM, w: Workload, dtype: str) -> float:
     return w.single_output / run_engine(engine, [req])
 
 
-def hf_generate(hf: Any, prompt: tuple[int, ...], n: int) -> float:
+def load_hf(artifact: Path, dtype: torch.dtype = torch.float32) -> Any:
+    """transformers' LlamaForCausalLM on the artifact's weights, in eval mode."""
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(str(artifact), dtype=dtype).eval()
+
+
+def hf_generate(hf: Any, prompt: tuple[int, ...], n: int, streamer: Any = None) -> float:
+    """Seconds for transformers to generate exactly n tokens greedily after `prompt` (EOS ignored);
+    `streamer` (put(ids)/end()) sees the prompt, then each new token as it is made."""
     ids = torch.tensor([prompt])
     start = time.perf_counter()
     with torch.inference_mode():
@@ -90,6 +99,7 @@ def hf_generate(hf: Any, prompt: tuple[int, ...], n: int) -> float:
             min_new_tokens=n,
             do_sample=False,
             pad_token_id=2,
+            streamer=streamer,
         )
     assert out.shape[1] == len(prompt) + n
     return time.perf_counter() - start
@@ -180,16 +190,13 @@ def main() -> int:
     parser.add_argument("--chunk-budgets", default="64,512", help="max_num_batched_tokens values to compare")
     args = parser.parse_args()
     w = QUICK if args.quick else Workload()
-    from transformers import AutoModelForCausalLM
-
     from build.artifact import ensure_artifact
 
     artifact = ensure_artifact()
     results: dict[str, Any] = {"workload": w.__class__.__name__, "threads": torch.get_num_threads()}
     fp32 = load_model(artifact, torch.float32)
     bf16 = load_model(artifact, torch.bfloat16)
-    hf = AutoModelForCausalLM.from_pretrained(str(artifact), dtype=torch.float32).eval()
-    hf_bf16 = AutoModelForCausalLM.from_pretrained(str(artifact), dtype=torch.bfloat16).eval()
+    hf, hf_bf16 = load_hf(artifact), load_hf(artifact, torch.bfloat16)
 
     hf_generate(hf, prompt_ids(16, 0), 4)
     single_prompt = prompt_ids(w.single_prompt, 1)

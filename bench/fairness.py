@@ -25,7 +25,6 @@ import argparse
 import asyncio
 import itertools
 import json
-import math
 import os
 import random
 import tempfile
@@ -36,6 +35,7 @@ from typing import Any
 
 import grpc
 
+from bench.metrics import percentile
 from bench.prompts import Encode, exact_prompt
 from frontend.config import ModelSettings, PlatformConfig, parse_config
 from frontend.platform import Platform, artifact_for
@@ -105,12 +105,6 @@ def arrivals(rate: float, window_s: float, seed: int) -> list[float]:
     while (t := t + rng.expovariate(rate)) < window_s:
         out.append(t)
     return out
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile: the smallest value with at least q% of the values at or below it."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
 
 
 @dataclass(slots=True)

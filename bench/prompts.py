@@ -62,3 +62,25 @@ def cut_to_tokens(parts: list[str], n: int, encode: Encode) -> str:
 def exact_prompt(seed: str, n: int, encode: Encode) -> str:
     """A prompt of exactly n tokens (every piece is at least one token, so 2n pieces are plenty)."""
     return cut_to_tokens(pieces(seed, 2 * n), n, encode)
+
+
+def prefixed_prompt(prefix: str, seed: str, n: int, encode: Encode) -> str:
+    """`prefix` then seeded text, exactly n tokens in all, the prefix's own tokens first and unchanged
+    (so requests that share a prefix share its KV-cache blocks).
+
+    Raises ValueError when the prefix's tokens would not survive the join."""
+    body = pieces(seed, 2 * n)
+    text = cut_to_tokens([prefix, " " + body[0], *body[1:]], n, encode)  # the space keeps words apart
+    head = encode(prefix)
+    if encode(text)[: len(head)] != head:
+        raise ValueError("the prefix tokenizes differently inside the prompt")
+    return text
+
+
+def workload_prompt(seed: int, index: int, body_tokens: int, prefix: str | None, encode: Encode) -> str:
+    """The prompt of request `index` of a seeded workload: `body_tokens` of its own text after the
+    shared `prefix` text when it has one."""
+    own = f"{seed}/serve/{index}"
+    if prefix is None:
+        return exact_prompt(own, body_tokens, encode)
+    return prefixed_prompt(prefix, own, len(encode(prefix)) + body_tokens, encode)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.prompts import cut_to_tokens, exact_prompt, pieces
+from bench.prompts import cut_to_tokens, exact_prompt, pieces, prefixed_prompt, workload_prompt
 from frontend.registry import load_version
 from frontend.tokenization import ModelTokenizer
 
@@ -40,3 +40,20 @@ def test_cut_takes_the_longest_prefix_that_fits_then_tops_up_with_one_token_word
 def test_cut_refuses_pieces_that_make_too_few_tokens() -> None:
     with pytest.raises(ValueError, match="fewer than 10 tokens"):
         cut_to_tokens(pieces("s", 2), 10, by_words)
+
+
+def test_a_prefixed_prompt_keeps_the_prefix_tokens_first_and_has_exactly_n(tok: ModelTokenizer) -> None:
+    prefix = exact_prompt("0/prefix/1", 256, tok.encode)
+    for seed, n in (("0/serve/0", 256 + 112), ("0/serve/7", 256 + 1800)):
+        ids = tok.encode(prefixed_prompt(prefix, seed, n, tok.encode))
+        assert len(ids) == n
+        assert ids[:256] == tok.encode(prefix)
+
+
+def test_workload_prompts_share_the_prefix_and_nothing_else(tok: ModelTokenizer) -> None:
+    prefix = exact_prompt("0/prefix/0", 256, tok.encode)
+    a, b = (tok.encode(workload_prompt(0, i, 100, prefix, tok.encode)) for i in (1, 2))
+    plain = tok.encode(workload_prompt(0, 1, 100, None, tok.encode))
+    assert (len(a), len(b), len(plain)) == (356, 356, 100)
+    assert a[:256] == b[:256] and a[256:272] != b[256:272]
+    assert plain[:16] != a[:16]

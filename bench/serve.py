@@ -1,0 +1,246 @@
+"""The serving benchmark: this platform over its public gRPC API (real Triton + our engine on CPU)
+against baselines on the same weights, same machine, same seeded workload and arrivals, in one run.
+
+    targets    platform       a fresh platform per load (nothing cached from an earlier load);
+                              the admission queue allowance is --queue-wait-s (default 600 s, so
+                              every request is served as by the baselines, which queue without limit)
+               transformers   Hugging Face generate, one request at a time in arrival order, in
+                              this process; it runs the workload's first --baseline-requests
+                              requests with the same arrival offsets
+               llama.cpp      llama-cpp-python's server on the GGUF, only when llama_cpp imports
+    workload   a named mix (bench/workload.py): interactive, mixed, offline; output lengths forced
+    arrivals   Poisson at --rate (or each of --rates), or --concurrency closed-loop clients
+    figures    bench/metrics.py; goodput objectives: TTFT <= --ttft-slo and each request's p95
+               inter-token gap <= --itl-slo (defaults 2 s and 0.25 s: what a 2-core CPU can hold
+               for a 135M model under moderate load; tighten them on faster machines)
+
+Run: `python -m bench serve [--mix mixed] [--rate R | --rates 0.5,1,2 | --concurrency C]
+[--requests N] [--baseline-requests K] [--targets platform,transformers,llama.cpp]`;
+`python -m bench compare` is the same command. `make bench` is the standard comparison:
+`--mix mixed --rates 0.25,0.5 --requests 24`, every target on the same 24 requests (about 8 minutes
+on 2 cores: on this machine the platform and transformers each serve about 0.2-0.4 mixed requests
+a second, so 0.25/s is near their capacity and 0.5/s above it). Writes var/bench/serve-<mix>.json
+and .md, and PNG plots next to them; prints the table. Prompts and outputs are never logged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+import torch
+
+from bench.driver import Job, Target, closed_loop, open_loop
+from bench.engine import hf_generate, load_hf
+from bench.metrics import Objectives, Outcome, summarize
+from bench.prompts import exact_prompt, workload_prompt
+from bench.workload import MIXES, PREFIX_TOKENS, Load, Mix, build_requests, loads, poisson_offsets
+from frontend.config import ModelSettings, PlatformConfig, parse_config
+from frontend.platform import Platform, artifact_for
+from frontend.registry import load_version
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+MODEL = "smollm2-135m"
+KEYS = ["bench-tenant-0", "bench-tenant-1"]  # tenant i sends with KEYS[i]
+TTFT_SLO_S, ITL_SLO_S = 2.0, 0.25
+
+
+def make_jobs(mix: Mix, n: int, seed: int) -> list[Job]:
+    """The workload's requests with their prompts, each checked to be exactly its token count."""
+    tok = load_version(artifact_for(ModelSettings())).tokenizer
+    prefixes = [exact_prompt(f"{seed}/prefix/{k}", PREFIX_TOKENS, tok.encode) for k in range(mix.prefixes)]
+    jobs = []
+    for spec in build_requests(mix, n, seed):
+        prefix = None if spec.prefix is None else prefixes[spec.prefix]
+        text = workload_prompt(seed, spec.index, spec.body_tokens, prefix, tok.encode)
+        ids = tuple(tok.encode(text))
+        if len(ids) != spec.prompt_tokens:
+            raise RuntimeError(
+                f"request {spec.index}: {len(ids)} prompt tokens, expected {spec.prompt_tokens}"
+            )
+        jobs.append(Job(spec, text, ids))
+    return jobs
+
+
+async def drive(target: Target, jobs: list[Job], load: Load, seed: int, timeout_s: float) -> list[Outcome]:
+    if load.rate is not None:
+        return await open_loop(target, jobs, poisson_offsets(len(jobs), load.rate, seed), timeout_s)
+    assert load.concurrency is not None
+    return await closed_loop(target, jobs, load.concurrency, timeout_s)
+
+
+def platform_config(store: Path, queue_wait_s: float, budget: int | None) -> PlatformConfig:
+    model: dict[str, Any] = {"alias": MODEL}
+    if budget is not None:
+        model["max_num_batched_tokens"] = budget
+    return parse_config(
+        {
+            "frontend": {"interactive_queue_wait_s": queue_wait_s, "metrics_listen": "127.0.0.1:0"},
+            "store": {"url": f"sqlite:///{store}"},
+            # limits well above the workload: the benchmark measures serving, not quotas
+            "tenants": [
+                {
+                    "id": f"tenant-{i}",
+                    "api_keys": [key],
+                    "max_concurrent_generations": 1024,
+                    "max_queued_tokens": 10_000_000,
+                    "input_tokens_per_minute": 100_000_000,
+                    "output_tokens_per_minute": 100_000_000,
+                }
+                for i, key in enumerate(KEYS)
+            ],
+            "triton": {"grpc_port": 0, "http_port": 0, "metrics_port": 0, "exit_timeout_s": 5},
+            "models": [model],
+        }
+    )
+
+
+def run_platform(jobs: list[Job], load: Load, args: argparse.Namespace, warm_up: Job) -> list[Outcome]:
+    """A fresh platform: start it, warm it up with one request, drive the load, tear it down."""
+    from bench.targets import PlatformTarget
+
+    async def serve(platform: Platform) -> list[Outcome]:
+        async with (
+            platform.frontend("127.0.0.1:0") as (_, port),
+            grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel,
+        ):
+            run_id = f"serve-{time.time_ns()}"
+            target = PlatformTarget(channel, MODEL, KEYS, run_id)
+            await target.generate(warm_up, Outcome(-1, "warm-up", 0.0, warm_up.spec.output_tokens))
+            return await drive(target, jobs, load, args.seed, args.timeout)
+
+    with tempfile.TemporaryDirectory(prefix="bench-serve-") as work:
+        cfg = platform_config(Path(work) / "control.sqlite", args.queue_wait_s, args.budget)
+        platform = Platform(cfg, work_dir=Path(work))
+        platform.start_workers()
+        try:
+            return asyncio.run(serve(platform))
+        finally:
+            platform.stop_workers()
+
+
+def run_transformers(jobs: list[Job], load: Load, args: argparse.Namespace, hf: Any) -> list[Outcome]:
+    from bench.targets import SequentialTransformers
+
+    target = SequentialTransformers(hf)
+    try:
+        return asyncio.run(drive(target, jobs, load, args.seed, args.timeout))
+    finally:
+        target.close()
+
+
+def run_llamacpp(jobs: list[Job], load: Load, args: argparse.Namespace, warm_up: Job) -> list[Outcome]:
+    from bench.llamacpp import LlamaCppServer, LlamaCppTarget
+
+    with LlamaCppServer() as server:
+        target = LlamaCppTarget(server.url)
+        try:
+            asyncio.run(target.generate(warm_up, Outcome(-1, "warm-up", 0.0, warm_up.spec.output_tokens)))
+            return asyncio.run(drive(target, jobs, load, args.seed, args.timeout))
+        finally:
+            target.close()
+
+
+def warm_up_job(seed: int) -> Job:
+    from bench.workload import RequestSpec
+
+    tok = load_version(artifact_for(ModelSettings())).tokenizer
+    text = exact_prompt(f"{seed}/warm-up", 32, tok.encode)
+    return Job(RequestSpec(-1, "warm-up", 0, None, 32, 4), text, tuple(tok.encode(text)))
+
+
+def composition(jobs: list[Job]) -> str:
+    docs = sum(j.spec.kind == "document" for j in jobs)
+    prefixed = sum(j.spec.prefix is not None for j in jobs)
+    return f"{len(jobs)} requests ({docs} documents, {prefixed} with a shared prefix)"
+
+
+def rates_arg(text: str) -> list[float]:
+    return [float(r) for r in text.split(",") if r.strip()]
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m bench serve",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--mix", choices=sorted(MIXES), default="mixed")
+    p.add_argument("--requests", type=int, help="requests per load (default: the mix's, 64)")
+    p.add_argument("--rate", type=float, help="Poisson arrivals per second")
+    p.add_argument("--rates", type=rates_arg, default=[], help="a sweep of rates, e.g. 0.5,1,2")
+    p.add_argument("--concurrency", type=int, help="closed-loop clients instead of Poisson arrivals")
+    p.add_argument("--baseline-requests", type=int, help="requests the baselines run (default: all)")
+    p.add_argument("--targets", default="platform,transformers,llama.cpp", help="comma-separated")
+    p.add_argument("--ttft-slo", type=float, default=TTFT_SLO_S, help="goodput TTFT objective (s)")
+    p.add_argument("--itl-slo", type=float, default=ITL_SLO_S, help="goodput p95 inter-token objective (s)")
+    p.add_argument("--queue-wait-s", type=float, default=600.0, help="platform admission queue allowance")
+    p.add_argument("--budget", type=int, help="platform max_num_batched_tokens (default: the platform's)")
+    p.add_argument("--timeout", type=float, default=900.0, help="per-request client timeout (s)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, default=Path("var/bench"))
+    args = p.parse_args()
+    if args.rate is not None:
+        args.rates = [args.rate, *args.rates]
+    return args
+
+
+def main() -> int:
+    from bench.llamacpp import available
+    from bench.serve_report import write_report
+
+    args = parse_args()
+    mix = MIXES[args.mix]
+    n = args.requests or mix.requests
+    plan = loads(mix, n, args.rates, args.concurrency)
+    wanted = [t.strip() for t in args.targets.split(",") if t.strip()]
+    notes = []
+    if "llama.cpp" in wanted and (why := available()):
+        wanted.remove("llama.cpp")
+        notes.append(f"llama.cpp baseline skipped: {why}.")
+        print(notes[-1], flush=True)
+    started, load_at_start = time.perf_counter(), os.getloadavg()[0]
+    jobs, warm = make_jobs(mix, n, args.seed), warm_up_job(args.seed)
+    subset = jobs[: args.baseline_requests or n]
+    notes.append(f"Workload: {composition(jobs)}; baselines: {composition(subset)}.")
+    hf = load_hf(artifact_for(ModelSettings())) if "transformers" in wanted else None
+    if hf is not None:
+        hf_generate(hf, warm.prompt_ids, 4)
+    runs: list[dict[str, Any]] = []
+    slo = Objectives(args.ttft_slo, args.itl_slo)
+    for load in plan:
+        for target in wanted:
+            t0 = time.perf_counter()
+            if target == "platform":
+                outcomes = run_platform(jobs, load, args, warm)
+            elif target == "transformers":
+                outcomes = run_transformers(subset, load, args, hf)
+            elif target == "llama.cpp":
+                outcomes = run_llamacpp(subset, load, args, warm)
+            else:
+                raise SystemExit(f"unknown target {target!r}")
+            runs.append({"target": target, "load": load.label, "rate": load.rate, "outcomes": outcomes})
+            s = summarize(outcomes, slo)
+            print(
+                f"{target} @ {load.label}: {s['completed']}/{s['requests']} served, "
+                f"{s['output_tok_per_s']:.1f} output tok/s, {time.perf_counter() - t0:.0f} s",
+                flush=True,
+            )
+    notes.append(
+        f"Machine: {os.cpu_count()} CPUs, {torch.get_num_threads()} torch threads in this process; "
+        f"1-minute load average {load_at_start:.2f} at the start, {os.getloadavg()[0]:.2f} at the end."
+    )
+    print(write_report(args, mix, n, len(subset), slo, runs, notes))
+    print(f"({time.perf_counter() - started:.0f} s in all)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

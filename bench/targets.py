@@ -1,0 +1,86 @@
+"""What the serving benchmark measures: this platform over its public gRPC API, and Hugging Face
+`transformers` serving one request at a time in this process (the baseline), both on the same
+weights and the same prompt token ids. (llama.cpp, when installed: bench/llamacpp.py.)"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import grpc
+
+from bench.driver import Job, TargetError
+from bench.engine import hf_generate
+from bench.metrics import Outcome
+from llm.v1 import generations_pb2 as pb
+from llm.v1 import generations_pb2_grpc
+
+
+class PlatformTarget:
+    """Generate over gRPC with ignore_eos; each delta event carrying token ids is one delivery,
+    timed when the client receives it. Tenants are chosen by API key: tenant i uses keys[i]."""
+
+    name = "platform"
+
+    def __init__(self, channel: grpc.aio.Channel, model: str, keys: list[str], run_id: str) -> None:
+        self.stub = generations_pb2_grpc.GenerationsStub(channel)
+        self.model, self.keys, self.run_id = model, keys, run_id
+
+    async def generate(self, job: Job, out: Outcome) -> None:
+        spec = job.spec
+        req = pb.GenerateRequest(
+            request_id=f"{self.run_id}-{spec.index}",  # unique: never an idempotent replay
+            model=self.model,
+            prompt=job.prompt,
+            max_output_tokens=spec.output_tokens,
+            sampling=pb.SamplingParams(ignore_eos=True),
+        )
+        metadata = (("authorization", f"Bearer {self.keys[spec.tenant]}"),)
+        try:
+            async for ev in self.stub.Generate(req, metadata=metadata):
+                now = time.perf_counter()
+                if ev.HasField("started"):
+                    out.cached_tokens = ev.started.cached_input_tokens
+                elif ev.HasField("delta") and ev.delta.token_ids:
+                    out.deliveries.append((now, len(ev.delta.token_ids)))
+                elif ev.HasField("finished") and ev.finished.reason != pb.Finished.Reason.OUTPUT_LIMIT:
+                    raise TargetError(f"FINISHED_{pb.Finished.Reason.Name(ev.finished.reason)}")
+        except grpc.aio.AioRpcError as e:
+            raise TargetError(e.code().name) from e
+
+
+class _Deliveries:
+    """A transformers streamer: skips the prompt, then records each generated token's time."""
+
+    def __init__(self, out: Outcome) -> None:
+        self.out, self.prompt_seen = out, False
+
+    def put(self, value: Any) -> None:
+        if self.prompt_seen:
+            self.out.deliveries.append((time.perf_counter(), int(value.numel())))
+        self.prompt_seen = True
+
+    def end(self) -> None:
+        pass
+
+
+class SequentialTransformers:
+    """A minimal server around transformers: one worker thread takes requests first come, first
+    served and generates each alone (no batching), as a simple single-request server would. A
+    request's TTFT therefore includes its wait for the requests ahead of it."""
+
+    name = "transformers"
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hf-server")
+
+    async def generate(self, job: Job, out: Outcome) -> None:
+        loop = asyncio.get_running_loop()
+        n = job.spec.output_tokens
+        await loop.run_in_executor(self.worker, hf_generate, self.model, job.prompt_ids, n, _Deliveries(out))
+
+    def close(self) -> None:
+        self.worker.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,75 @@
+"""The serving report's table: each target's figures and platform / baseline ratios; and its plots."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.metrics import Objectives, Outcome, summarize
+from bench.plots import cdf_points, plot_cdfs, plot_sweep, slug
+from bench.serve_report import load_table, ratio
+
+SLO = Objectives(ttft_s=1.0, itl_p95_s=0.25)
+
+
+def served(index: int, sent: float, times: list[float]) -> Outcome:
+    return Outcome(index, "interactive", sent, len(times), [(t, 1) for t in times], times[-1])
+
+
+def runs() -> list[dict[str, object]]:
+    ours = [served(0, 0.0, [0.5, 0.6, 0.7, 0.8]), served(1, 1.0, [1.5, 1.7, 1.85, 2.0])]
+    base = [
+        served(0, 0.0, [1.0, 1.2, 1.4, 1.6]),
+        Outcome(1, "interactive", 1.0, 4, end=4.0, error="UNAVAILABLE"),
+    ]
+    return [
+        {
+            "target": "platform",
+            "load": "rate 1/s",
+            "rate": 1.0,
+            "outcomes": ours,
+            "summary": summarize(ours, SLO),
+        },
+        {
+            "target": "transformers",
+            "load": "rate 1/s",
+            "rate": 1.0,
+            "outcomes": base,
+            "summary": summarize(base, SLO),
+        },
+    ]
+
+
+def test_each_figure_has_every_targets_value_and_the_ratio_platform_over_baseline() -> None:
+    lines = load_table("rate 1/s", {r["target"]: r["summary"] for r in runs()})  # type: ignore[misc]
+    assert lines[:3] == ["### rate 1/s", "", "| figure | platform | transformers | platform / transformers |"]
+    rows = {line.split(" | ")[0].removeprefix("| "): line for line in lines[4:-1]}
+    assert rows["requests served / sent"] == "| requests served / sent | 2 / 2 | 1 / 2 |  |"
+    assert rows["output tok/s"] == "| output tok/s | 4.0 | 1.0 | 4.00x |"  # 8 tokens / 2 s; 4 / 4 s
+    assert rows["TTFT p50 (s)"] == "| TTFT p50 (s) | 0.50 | 1.00 | 0.50x |"
+    assert rows["goodput (share of requests)"] == "| goodput (share of requests) | 100% | 50% | 2.00x |"
+    assert (
+        rows["TTFT p95, interactive requests (s)"]
+        == "| TTFT p95, interactive requests (s) | 0.50 | 1.00 | 0.50x |"
+    )
+    assert "TTFT p95, document requests (s)" not in rows  # no target had documents
+    assert rows["errors by status"] == "| errors by status | none | UNAVAILABLE 1 |  |"
+
+
+def test_a_ratio_needs_both_figures_and_a_nonzero_baseline() -> None:
+    assert (ratio(3.0, 2.0), ratio(None, 2.0), ratio(3.0, None), ratio(3.0, 0.0)) == ("1.50x", "–", "–", "–")
+
+
+def test_cdf_points_and_file_names() -> None:
+    assert cdf_points([3.0, 1.0, 2.0, 2.0]) == ([1.0, 2.0, 2.0, 3.0], [0.25, 0.5, 0.75, 1.0])
+    assert slug("rate 0.5/s") == "rate-0.5-s" and slug("concurrency 64") == "concurrency-64"
+
+
+def test_plots_are_written_as_png(tmp_path: Path) -> None:
+    sweep = runs() + [dict(r, rate=2.0, load="rate 2/s") for r in runs()]
+    paths = [*plot_cdfs(sweep, tmp_path, "serve-x"), plot_sweep(sweep, tmp_path, "serve-x")]
+    assert [p.name for p in paths] == [
+        "serve-x-cdf-rate-1-s.png",
+        "serve-x-cdf-rate-2-s.png",
+        "serve-x-sweep.png",
+    ]
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in paths)
