@@ -13,7 +13,7 @@ from bench.workload import KINDS, Mix
 
 Q3 = ("p50", "p95", "p99")
 # (label, path into the summary, scale, format); latencies print in s or ms. A row whose figure no
-# target has (documents in a mix without them) is left out.
+# target has is left out, and so are TTFT by kind of request unless there are two kinds.
 ROWS: list[tuple[str, tuple[str, ...], float, str]] = [
     ("request/s", ("request_per_s",), 1.0, "{:.3f}"),
     ("output tok/s", ("output_tok_per_s",), 1.0, "{:.1f}"),
@@ -66,9 +66,10 @@ def load_table(label: str, summaries: dict[str, dict[str, Any]]) -> list[str]:
             len(head),
         )
     )
+    kinds = {k for s in summaries.values() for k in s["ttft_by_kind_s"]}
     for name, path, scale, fmt in ROWS:
         values = [figure(s, path) for s in summaries.values()]
-        if all(v is None for v in values):
+        if all(v is None for v in values) or (path[0] == "ttft_by_kind_s" and len(kinds) < 2):
             continue
         cells = ["–" if v is None else fmt.format(v * scale) for v in values]
         if ours:

@@ -47,11 +47,7 @@ def test_each_figure_has_every_targets_value_and_the_ratio_platform_over_baselin
     assert rows["output tok/s"] == "| output tok/s | 4.0 | 1.0 | 4.00x |"  # 8 tokens / 2 s; 4 / 4 s
     assert rows["TTFT p50 (s)"] == "| TTFT p50 (s) | 0.50 | 1.00 | 0.50x |"
     assert rows["goodput (share of requests)"] == "| goodput (share of requests) | 100% | 50% | 2.00x |"
-    assert (
-        rows["TTFT p95, interactive requests (s)"]
-        == "| TTFT p95, interactive requests (s) | 0.50 | 1.00 | 0.50x |"
-    )
-    assert "TTFT p95, document requests (s)" not in rows  # no target had documents
+    assert "TTFT p95, interactive requests (s)" not in rows  # one kind: the same as TTFT p95
     assert rows["errors by status"] == "| errors by status | none | UNAVAILABLE 1 |  |"
 
 
@@ -73,3 +69,12 @@ def test_plots_are_written_as_png(tmp_path: Path) -> None:
         "serve-x-sweep.png",
     ]
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in paths)
+
+
+def test_ttft_by_kind_of_request_where_there_are_two_kinds() -> None:
+    doc = Outcome(1, "document", 0.0, 1, [(3.0, 1)], 3.0)
+    ours = summarize([served(0, 0.0, [0.5, 0.6]), doc], SLO)
+    lines = load_table("rate 1/s", {"platform": ours})
+    rows = {line.split(" | ")[0].removeprefix("| "): line for line in lines[4:-1]}
+    assert rows["TTFT p95, interactive requests (s)"] == "| TTFT p95, interactive requests (s) | 0.50 |"
+    assert rows["TTFT p95, document requests (s)"] == "| TTFT p95, document requests (s) | 3.00 |"
