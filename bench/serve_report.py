@@ -98,6 +98,15 @@ def request_rows(outcomes: list[Outcome]) -> list[dict[str, Any]]:
     ]
 
 
+def scope(n: int, baseline_n: int) -> str:
+    if baseline_n == n:
+        return f"every target ran the same {n} requests per load with the same arrival offsets."
+    return (
+        f"the platform ran {n} requests per load, the baselines the first {baseline_n} of them with "
+        "the same arrival offsets."
+    )
+
+
 def write_report(
     args: argparse.Namespace,
     mix: Mix,
@@ -115,9 +124,8 @@ def write_report(
         r["summary"] = summarize(r["outcomes"], slo)
         by_load.setdefault(r["load"], {})[r["target"]] = r["summary"]
     lines = [
-        f"Mix `{mix.name}`, seed {args.seed}: the platform ran {n} requests per load, the baselines the "
-        f"first {baseline_n} of them with the same arrival offsets. Goodput: TTFT <= {slo.ttft_s:g} s and "
-        f"each request's p95 inter-token gap <= {slo.itl_p95_s * 1000:g} ms. Ratios are platform / "
+        f"Mix `{mix.name}`, seed {args.seed}: {scope(n, baseline_n)} Goodput: TTFT <= {slo.ttft_s:g} s "
+        f"and each request's p95 inter-token gap <= {slo.itl_p95_s * 1000:g} ms. Ratios are platform / "
         "baseline: above 1 is better for throughput and goodput, below 1 for latencies.",
         *notes,
         "",
