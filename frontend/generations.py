@@ -21,7 +21,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -34,19 +34,19 @@ from billing.errors import QuotaExceeded
 from billing.ledger import reserve
 from billing.tenant_usage import generation_usage
 from billing.usage import UsageReport
-from control.attempts import Lease, renew_lease, start_attempt
+from control.attempts import Lease, start_attempt
 from control.cancel import request_cancel
 from control.errors import ControlError, GenerationNotFound, RequestIdConflict
 from control.generations import NewGeneration, create_or_get_generation, find_by_request_id, get_generation
 from control.lifecycle import GenerationState
 from control.models import Generation
 from control.store import Store
-from control.sweeper import sweep_expired_leases
 from control.termination import finish_attempt, interrupt_attempt
 from frontend.admission import BATCH, INTERACTIVE, Ticket
 from frontend.auth import Tenant
 from frontend.errors import ApiError
 from frontend.generation import GenerationRun
+from frontend.leases import LeaseKeeper
 from frontend.metrics import FrontendMetrics
 from frontend.registry import ServedVersion
 from frontend.routing import Dispatcher
@@ -136,7 +136,13 @@ class GenerationManager:
         self.metrics = metrics or FrontendMetrics()
         self.tracer = tracer or trace.NoOpTracer()
         self._live: dict[str, LiveGeneration] = {}
-        self._background: list[asyncio.Task[None]] = []
+        self.leases = LeaseKeeper(
+            store,
+            settings.lease_s,
+            clock,
+            live=lambda: [g for g in self._live.values() if not g.log.closed],
+            on_lost=lambda g: self.cancel_live(self._live[g.generation_id], LEASE_LOST),
+        )
 
     # --- start / attach ---------------------------------------------------------------------
 
@@ -359,48 +365,8 @@ class GenerationManager:
     # --- background: leases ------------------------------------------------------------------
 
     def start_background(self) -> None:
-        """Starts renewing live runs' leases and sweeping expired ones (a crashed frontend's)."""
-        self._background = [
-            asyncio.create_task(self._every(self.settings.lease_s / 3, self._keep_leases), name="leases"),
-            asyncio.create_task(self._every(self.settings.lease_s / 2, self._sweep), name="lease-sweeper"),
-        ]
-
-    async def _every(self, period_s: float, job: Callable[[], Awaitable[None]]) -> None:
-        while True:
-            await asyncio.sleep(period_s)
-            try:
-                await job()
-            except Exception:
-                log.exception("background %s failed", getattr(job, "__name__", "job"))
-
-    async def _keep_leases(self) -> None:
-        live = [g for g in self._live.values() if g.lease is not None and not g.log.closed]
-        lost = await asyncio.to_thread(self._renew_all, [g.lease for g in live if g.lease is not None])
-        for g in live:
-            if g.generation_id in lost:  # fenced: another party ended or replaced this attempt
-                log.warning("generation %s: lease lost, stopping it", g.generation_id)
-                self.cancel_live(g, LEASE_LOST)
-
-    def _renew_all(self, leases: list[Lease]) -> set[str]:
-        lost = set()
-        for lease in leases:
-            try:
-                with self.store.transaction() as s:
-                    renew_lease(
-                        s, lease, now=self.clock(), lease_for=timedelta(seconds=self.settings.lease_s)
-                    )
-            except ControlError:
-                lost.add(lease.generation_id)
-        return lost
-
-    async def _sweep(self) -> None:
-        swept = await asyncio.to_thread(self._sweep_blocking)
-        if swept:
-            log.warning("swept %d attempt(s) whose lease expired", swept)
-
-    def _sweep_blocking(self) -> int:
-        with self.store.transaction() as s:
-            return len(sweep_expired_leases(s, now=self.clock()))
+        """Starts renewing live runs' leases and sweeping expired ones (frontend/leases.py)."""
+        self.leases.start()
 
     def _end(self, lease: Lease, state: GenerationState, reason: str) -> None:
         now = self.clock()
@@ -417,8 +383,7 @@ class GenerationManager:
 
     async def shutdown(self) -> None:
         """Cancels every live run (each ends CANCELED, usage flushed) and waits for them."""
-        for task in self._background:
-            task.cancel()
+        self.leases.stop()
         tasks = [g.task for g in self._live.values() if g.task is not None and not g.task.done()]
         for task in tasks:
             task.cancel()

@@ -56,7 +56,7 @@ async def test_a_run_whose_lease_was_swept_ends_interrupted(channel, platform: P
     with platform.store.transaction() as s:
         swept = sweep_expired_leases(s, now=datetime.now(UTC) + timedelta(hours=1))
     assert gid in [a.generation_id for a in swept]
-    await platform.manager._keep_leases()  # the renewal the background task runs every lease_s/3
+    await platform.manager.leases.renew()  # what the background task runs every lease_s / 3
     events = []
     while (event := await call.read()) is not grpc.aio.EOF:
         events.append(event)

@@ -1,0 +1,92 @@
+"""Keeping attempts' leases: renew those of live runs, sweep expired ones.
+
+Every `lease_s / 3` the keeper renews the lease of every generation this frontend is running; one
+that is fenced off (another party ended or replaced the attempt, e.g. the sweeper after a stall)
+is handed to `on_lost`, which stops the run. Every `lease_s / 2` it interrupts attempts whose lease
+expired: a crashed frontend's generations end INTERRUPTED (LEASE_EXPIRED) instead of hanging.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from control.attempts import Lease, renew_lease
+from control.errors import ControlError
+from control.store import Store
+from control.sweeper import sweep_expired_leases
+
+log = logging.getLogger(__name__)
+
+
+class Leased(Protocol):
+    @property
+    def generation_id(self) -> str: ...
+
+    @property
+    def lease(self) -> Lease | None: ...
+
+
+class LeaseKeeper:
+    def __init__(
+        self,
+        store: Store,
+        lease_s: float,
+        clock: Callable[[], datetime],
+        live: Callable[[], Iterable[Leased]],
+        on_lost: Callable[[Leased], None],
+    ) -> None:
+        self.store = store
+        self.lease_s = lease_s
+        self.clock = clock
+        self.live = live  # the runs to renew: running, not yet closed
+        self.on_lost = on_lost
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        self._tasks = [
+            asyncio.create_task(self._every(self.lease_s / 3, self.renew), name="leases"),
+            asyncio.create_task(self._every(self.lease_s / 2, self.sweep), name="lease-sweeper"),
+        ]
+
+    def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+
+    async def _every(self, period_s: float, job: Callable[[], Awaitable[None]]) -> None:
+        while True:
+            await asyncio.sleep(period_s)
+            try:
+                await job()
+            except Exception:
+                log.exception("background %s failed", getattr(job, "__name__", "job"))
+
+    async def renew(self) -> None:
+        live = [g for g in self.live() if g.lease is not None]
+        lost = await asyncio.to_thread(self._renew_all, [g.lease for g in live if g.lease is not None])
+        for g in live:
+            if g.generation_id in lost:
+                log.warning("generation %s: lease lost, stopping it", g.generation_id)
+                self.on_lost(g)
+
+    def _renew_all(self, leases: list[Lease]) -> set[str]:
+        lost = set()
+        for lease in leases:
+            try:
+                with self.store.transaction() as s:
+                    renew_lease(s, lease, now=self.clock(), lease_for=timedelta(seconds=self.lease_s))
+            except ControlError:
+                lost.add(lease.generation_id)
+        return lost
+
+    async def sweep(self) -> None:
+        swept = await asyncio.to_thread(self._sweep_blocking)
+        if swept:
+            log.warning("swept %d attempt(s) whose lease expired", swept)
+
+    def _sweep_blocking(self) -> int:
+        with self.store.transaction() as s:
+            return len(sweep_expired_leases(s, now=self.clock()))
