@@ -28,7 +28,8 @@ import torch
 from engine.config import DTYPES
 from engine.engine import Engine, EngineConfig, EngineRequest
 from engine.kv_cache import PagedKVCache
-from engine.model import LlamaForCausalLM, load_model
+from engine.model import LlamaForCausalLM
+from engine.weights import load_model
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

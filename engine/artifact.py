@@ -33,6 +33,7 @@ class Manifest:
     files: dict[str, str]  # file name -> sha256 hex
     context_length: int  # maximum prompt + output tokens
     source: dict[str, str]  # provenance (package, file, sha256 of the source)
+    quantization: str = "none"  # weight-only scheme: "none", "int8" or "int4" (engine/quant.py)
 
     @property
     def version_id(self) -> str:
@@ -49,6 +50,7 @@ class Manifest:
                 "context_length": self.context_length,
                 "files": dict(sorted(self.files.items())),
                 "source": self.source,
+                "quantization": self.quantization,
             },
             indent=2,
         )
@@ -67,9 +69,11 @@ def derive_version(files: dict[str, str]) -> str:
     return hashlib.sha256(joined.encode()).hexdigest()[:16]
 
 
-def derive_compatibility_key(architecture: str, files: dict[str, str]) -> str:
+def derive_compatibility_key(architecture: str, files: dict[str, str], quantization: str = "none") -> str:
     """Two artifacts with equal keys produce identical KV state for identical token ids."""
     parts = [architecture, files["config.json"], files["model.safetensors"], files["tokenizer.json"]]
+    if quantization != "none":
+        parts.append(f"quantization={quantization}")
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
 
 
@@ -90,6 +94,7 @@ def read_manifest(artifact_dir: Path) -> Manifest:
         files={str(k): str(v) for k, v in raw["files"].items()},
         context_length=int(raw["context_length"]),
         source={str(k): str(v) for k, v in raw.get("source", {}).items()},
+        quantization=str(raw.get("quantization", "none")),
     )
 
 

@@ -10,6 +10,30 @@ from typing import Any
 import torch
 
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+_NATIVE_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
+
+
+def native_bf16(cpuinfo: str | None = None) -> bool:
+    """Whether the CPU computes bf16 natively (AVX-512 BF16 or AMX); without it bf16 matmuls are
+    emulated and several times slower than fp32."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return False
+    flags = next(
+        (line.split(":", 1)[1].split() for line in cpuinfo.splitlines() if line.startswith("flags")), []
+    )
+    return not _NATIVE_BF16_FLAGS.isdisjoint(flags)
+
+
+def resolve_dtype(name: str) -> str:
+    """A config dtype ("float32", "bfloat16" or "auto") -> the dtype name this machine runs."""
+    if name == "auto":
+        return "bfloat16" if native_bf16() else "float32"
+    if name not in DTYPES:
+        raise ValueError(f"unknown dtype {name!r}")
+    return name
 
 
 @dataclass(slots=True, frozen=True)

@@ -8,12 +8,10 @@ holds no per-sequence state. Module and parameter names match Hugging Face's che
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Protocol
 
 import torch
 import torch.nn.functional as F
-from safetensors import safe_open
 from torch import nn
 
 from engine.config import LlamaConfig
@@ -73,8 +71,9 @@ class Attention(nn.Module):
         self.q_size = cfg.num_heads * cfg.head_dim
         self.kv_size = cfg.num_kv_heads * cfg.head_dim
         # q, k and v projections fused into one matrix: rows [q | k | v]
-        self.qkv_proj = nn.Linear(cfg.hidden_size, self.q_size + 2 * self.kv_size, bias=False)
-        self.o_proj = nn.Linear(self.q_size, cfg.hidden_size, bias=False)
+        # (nn.Module: a quantized version installs engine.quant.QuantizedLinear in their place)
+        self.qkv_proj: nn.Module = nn.Linear(cfg.hidden_size, self.q_size + 2 * self.kv_size, bias=False)
+        self.o_proj: nn.Module = nn.Linear(self.q_size, cfg.hidden_size, bias=False)
 
     def forward(
         self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache, layer: int
@@ -93,8 +92,8 @@ class MLP(nn.Module):
     def __init__(self, cfg: LlamaConfig) -> None:
         super().__init__()
         # gate and up projections fused into one matrix: rows [gate | up]
-        self.gate_up_proj = nn.Linear(cfg.hidden_size, 2 * cfg.intermediate_size, bias=False)
-        self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
+        self.gate_up_proj: nn.Module = nn.Linear(cfg.hidden_size, 2 * cfg.intermediate_size, bias=False)
+        self.down_proj: nn.Module = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
@@ -151,45 +150,3 @@ class LlamaForCausalLM(nn.Module):
         """hidden [N, hidden] -> fp32 logits [N, vocab]."""
         logits: torch.Tensor = self.lm_head(hidden)
         return logits.float()
-
-
-def read_weights(path: Path, dtype: torch.dtype) -> dict[str, torch.Tensor]:
-    """Every tensor copied into private memory in `dtype`, and the file unmapped afterwards.
-
-    safetensors maps the file; tensors left viewing the mapping would keep each page they ever
-    touched resident on top of the private copies the model makes (fused projections, dtype casts).
-    """
-    state: dict[str, torch.Tensor] = {}
-    with safe_open(str(path), framework="pt") as f:
-        for key in f.keys():  # noqa: SIM118 - safe_open is not a mapping
-            state[key] = f.get_tensor(key).to(dtype=dtype, copy=True)
-    return state
-
-
-def fuse_projections(state: dict[str, torch.Tensor], num_layers: int) -> dict[str, torch.Tensor]:
-    """Hugging Face's separate q/k/v and gate/up weights -> our fused matrices."""
-    for i in range(num_layers):
-        attn, mlp = f"model.layers.{i}.self_attn.", f"model.layers.{i}.mlp."
-        state[attn + "qkv_proj.weight"] = torch.cat([state.pop(attn + f"{n}_proj.weight") for n in "qkv"])
-        state[mlp + "gate_up_proj.weight"] = torch.cat(
-            [state.pop(mlp + f"{n}_proj.weight") for n in ("gate", "up")]
-        )
-    return state
-
-
-def load_model(artifact_dir: Path, dtype: torch.dtype = torch.float32) -> LlamaForCausalLM:
-    """Builds the model from a (verified) artifact folder."""
-    cfg = LlamaConfig.from_file(artifact_dir / "config.json")
-    with torch.device("meta"):
-        model = LlamaForCausalLM(cfg)
-    state = fuse_projections(read_weights(artifact_dir / "model.safetensors", dtype), cfg.num_layers)
-    if cfg.tie_word_embeddings:
-        state.pop("lm_head.weight", None)
-    model.load_state_dict(state, strict=not cfg.tie_word_embeddings, assign=True)
-    if cfg.tie_word_embeddings:
-        model.lm_head.weight = model.model.embed_tokens.weight
-    model = model.to(dtype)
-    missing = [n for n, p in model.named_parameters() if p.is_meta]
-    if missing:
-        raise ValueError(f"weights missing from the artifact: {missing[:5]}")
-    return model.eval()

@@ -82,7 +82,8 @@ class ModelSettings:
     kv_cache_blocks: int = 0  # 0: DEFAULT_KV_CACHE_BLOCKS
     max_num_seqs: int = 64
     max_num_batched_tokens: int = 64  # see README: the prefill chunk budget
-    dtype: str = "float32"
+    dtype: str = "float32"  # compute dtype; "auto": bfloat16 where the CPU has native bf16, else float32
+    quantization: str = "none"  # weight-only: "none", "int8" (per channel), "int4" (groups of 32)
     scheduler_policy: str = "guaranteed_no_evict"
     fair_share: bool = True  # weighted fair prefill across tenants; false: first come, first served
 
@@ -157,8 +158,10 @@ def _check(cfg: PlatformConfig, where: str) -> None:
     if not f.slow_consumer_timeout_s > 0 or f.converse_window_events < 1:
         raise ConfigError(f"{where}: slow_consumer_timeout_s and converse_window_events must be positive")
     for m in cfg.models:
-        if m.dtype not in ("float32", "bfloat16"):
-            raise ConfigError(f"{where}: model {m.alias}: dtype must be float32 or bfloat16")
+        if m.dtype not in ("float32", "bfloat16", "auto"):
+            raise ConfigError(f"{where}: model {m.alias}: dtype must be float32, bfloat16 or auto")
+        if m.quantization not in ("none", "int8", "int4"):
+            raise ConfigError(f"{where}: model {m.alias}: quantization must be none, int8 or int4")
         if m.scheduler_policy not in ("guaranteed_no_evict", "max_utilization"):
             raise ConfigError(f"{where}: model {m.alias}: unknown scheduler_policy {m.scheduler_policy!r}")
         if not isinstance(m.fair_share, bool):

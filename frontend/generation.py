@@ -107,6 +107,7 @@ class GenerationRun:
                     input_tokens=len(self.prompt_ids),
                     cached_input_tokens=self.cached_input_tokens,
                     request_id=self.request_id,
+                    quantization=self.version.manifest.quantization,
                 )
             )
             detok = self.version.tokenizer.detokenizer()

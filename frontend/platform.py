@@ -55,17 +55,21 @@ log = logging.getLogger(__name__)
 
 
 def artifact_for(model: ModelSettings) -> Path:
-    """The verified artifact folder of a `[[models]]` entry (built from the GGUF if needed)."""
-    if model.source == DEFAULT_MODEL_SOURCE:
-        from build.artifact import DEFAULT_NAME, ensure_artifact
+    """The verified artifact folder of a `[[models]]` entry, in its `quantization` scheme (built from
+    the GGUF, and quantized from the plain artifact, if needed)."""
+    from build.artifact import DEFAULT_NAME, ensure_artifact, ensure_quantized
 
-        return ensure_artifact(DEFAULT_NAME)
+    if model.source == DEFAULT_MODEL_SOURCE:
+        return ensure_artifact(DEFAULT_NAME, quantization=model.quantization)
     path = Path(model.source)
     if not path.is_absolute():
         path = ROOT / path
     if not (path / "manifest.json").is_file():
         raise ConfigError(f"model {model.alias}: source {model.source!r} is not an artifact folder")
-    return path
+    try:
+        return ensure_quantized(path, model.quantization)
+    except ValueError as e:
+        raise ConfigError(f"model {model.alias}: {e}") from e
 
 
 def check_loopback_only(cfg: PlatformConfig) -> None:
@@ -266,7 +270,7 @@ def deployment(m: ModelSettings, v: ServedVersion) -> ModelDeployment:
         triton_model_name=v.triton_model_name,
         artifact_dir=v.artifact_dir,
         version=v.manifest.version,
-        dtype=m.dtype,
+        dtype=m.dtype,  # "auto" is resolved by the worker, on its own CPU
         block_size=m.block_size,
         kv_cache_blocks=kv_blocks(m),
         max_num_seqs=m.max_num_seqs,

@@ -195,6 +195,7 @@ def version_message(version: ServedVersion, ready_workers: int) -> models_pb2.Mo
         weights_sha256=m.files["model.safetensors"],
         tokenizer_sha256=m.files["tokenizer.json"],
         template_sha256=m.files["chat_template.jinja"],
+        quantization=m.quantization,
     )
 
 

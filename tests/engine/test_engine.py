@@ -10,9 +10,10 @@ import pytest
 from tokenizers import Tokenizer
 
 from engine.engine import CapacityError, Engine, EngineConfig, EngineRequest, FinishReason, StepOutput
-from engine.model import LlamaForCausalLM, load_model
+from engine.model import LlamaForCausalLM
 from engine.sampler import SamplingParams
 from engine.scheduler import MAX_UTILIZATION
+from engine.weights import load_model
 from tests.conftest import hf_greedy
 from tests.engine.helpers import LONG_TEXT
 

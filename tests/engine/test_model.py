@@ -9,8 +9,8 @@ import torch
 from tokenizers import Tokenizer
 
 from engine.engine import Engine, EngineConfig, EngineError, EngineRequest, FinishReason, StepOutput
-from engine.model import load_model
 from engine.sampler import SamplingParams
+from engine.weights import load_model
 from tests.conftest import hf_greedy
 
 PROMPTS = [

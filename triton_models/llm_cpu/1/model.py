@@ -126,7 +126,7 @@ class TritonPythonModel:
         if params["repo_root"] not in sys.path:
             sys.path.insert(0, params["repo_root"])
         from engine.artifact import verify
-        from engine.config import DTYPES
+        from engine.config import DTYPES, resolve_dtype
         from engine.engine import (
             CapacityError,
             Engine,
@@ -135,8 +135,8 @@ class TritonPythonModel:
             EngineRequest,
             FinishReason,
         )
-        from engine.model import load_model
         from engine.sampler import SamplingParams
+        from engine.weights import load_model
 
         self._types = (CapacityError, EngineError, EngineRequest, FinishReason, SamplingParams)
         self.logger = pb_utils.Logger
@@ -144,7 +144,7 @@ class TritonPythonModel:
         manifest = verify(artifact)  # raises: Triton marks the model unavailable, never ready
         if manifest.version != params["model_version"]:
             raise ValueError(f"artifact version {manifest.version} != configured {params['model_version']}")
-        dtype_name = params.get("dtype", "float32")
+        dtype_name = resolve_dtype(params.get("dtype", "float32"))
         model = load_model(artifact, DTYPES[dtype_name])
         engine_config = EngineConfig(
             num_blocks=int(params.get("kv_cache_blocks", "0")) or DEFAULT_KV_BLOCKS,
@@ -166,7 +166,8 @@ class TritonPythonModel:
         self.thread = threading.Thread(target=self._loop, name="engine-loop", daemon=True)
         self.thread.start()
         self.logger.log_info(
-            f"model {manifest.version_id} loaded ({dtype_name}, {engine_config.num_blocks} KV blocks "
+            f"model {manifest.version_id} loaded ({dtype_name}, weights {manifest.quantization}, "
+            f"{engine_config.num_blocks} KV blocks "
             f"of {engine_config.block_size}, {engine_config.policy}), checksums verified"
         )
 
