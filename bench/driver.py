@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from bench.metrics import Outcome
-from bench.workload import RequestSpec
+from bench.workload import Load, RequestSpec, poisson_offsets
 
 Clock = Callable[[], float]
 
@@ -90,3 +90,11 @@ async def closed_loop(
 
     await asyncio.gather(*(client() for _ in range(concurrency)))
     return sorted(done, key=lambda o: o.index)
+
+
+async def drive(target: Target, jobs: list[Job], load: Load, seed: int, timeout_s: float) -> list[Outcome]:
+    """The jobs under `load`: Poisson arrivals at its rate (seeded), or its closed-loop clients."""
+    if load.rate is not None:
+        return await open_loop(target, jobs, poisson_offsets(len(jobs), load.rate, seed), timeout_s)
+    assert load.concurrency is not None
+    return await closed_loop(target, jobs, load.concurrency, timeout_s)

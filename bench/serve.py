@@ -7,15 +7,20 @@ against baselines on the same weights, same machine, same seeded workload and ar
                transformers   Hugging Face generate, one request at a time in arrival order, in
                               this process; it runs the workload's first --baseline-requests
                               requests with the same arrival offsets
-               llama.cpp      llama-cpp-python's server on the GGUF, only when llama_cpp imports
-    workload   a named mix (bench/workload.py): interactive, mixed, offline; output lengths forced
+               llama.cpp, llama.cpp-server, vllm
+                              peers from their scratch environments (bench/peers.py; make
+                              bench-deps): llama.cpp in-process on the Q4_1 GGUF (the per-token
+                              reference), its HTTP server, vLLM's server on the fp32 artifact;
+                              skipped with the reason when not installed
+    workload   a named mix (bench/workload.py): interactive, mixed, offline, decode; output
+               lengths forced
     arrivals   Poisson at --rate (or each of --rates), or --concurrency closed-loop clients
     figures    bench/metrics.py; goodput objectives: TTFT <= --ttft-slo and each request's p95
                inter-token gap <= --itl-slo (defaults 2 s and 0.25 s: what a 2-core CPU can hold
                for a 135M model under moderate load; tighten them on faster machines)
 
 Run: `python -m bench serve [--mix mixed] [--rate R | --rates 0.5,1,2 | --concurrency C]
-[--requests N] [--baseline-requests K] [--targets platform,transformers,llama.cpp]`;
+[--requests N] [--baseline-requests K] [--targets platform,transformers,llama.cpp,vllm]`;
 `python -m bench compare` is the same command. `make bench` is the standard comparison:
 `--mix mixed --rates 0.25,0.5 --requests 24`, every target on the same 24 requests (about 8 minutes
 on 2 cores: on this machine the platform and transformers each serve about 0.2-0.4 mixed requests
@@ -36,11 +41,11 @@ from typing import Any
 import grpc
 import torch
 
-from bench.driver import Job, Target, closed_loop, open_loop
+from bench.driver import Job, drive
 from bench.engine import hf_generate, load_hf
 from bench.metrics import Objectives, Outcome, summarize
 from bench.prompts import exact_prompt, workload_prompt
-from bench.workload import MIXES, PREFIX_TOKENS, Load, Mix, build_requests, loads, poisson_offsets
+from bench.workload import MIXES, PREFIX_TOKENS, Load, Mix, build_requests, loads
 from frontend.config import ModelSettings, PlatformConfig, parse_config
 from frontend.platform import Platform, artifact_for
 from frontend.registry import load_version
@@ -67,13 +72,6 @@ def make_jobs(mix: Mix, n: int, seed: int) -> list[Job]:
             )
         jobs.append(Job(spec, text, ids))
     return jobs
-
-
-async def drive(target: Target, jobs: list[Job], load: Load, seed: int, timeout_s: float) -> list[Outcome]:
-    if load.rate is not None:
-        return await open_loop(target, jobs, poisson_offsets(len(jobs), load.rate, seed), timeout_s)
-    assert load.concurrency is not None
-    return await closed_loop(target, jobs, load.concurrency, timeout_s)
 
 
 def platform_config(store: Path, queue_wait_s: float, budget: int | None) -> PlatformConfig:
@@ -136,18 +134,6 @@ def run_transformers(jobs: list[Job], load: Load, args: argparse.Namespace, hf: 
         target.close()
 
 
-def run_llamacpp(jobs: list[Job], load: Load, args: argparse.Namespace, warm_up: Job) -> list[Outcome]:
-    from bench.llamacpp import LlamaCppServer, LlamaCppTarget
-
-    with LlamaCppServer() as server:
-        target = LlamaCppTarget(server.url)
-        try:
-            asyncio.run(target.generate(warm_up, Outcome(-1, "warm-up", 0.0, warm_up.spec.output_tokens)))
-            return asyncio.run(drive(target, jobs, load, args.seed, args.timeout))
-        finally:
-            target.close()
-
-
 def warm_up_job(seed: int) -> Job:
     from bench.workload import RequestSpec
 
@@ -183,6 +169,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--itl-slo", type=float, default=ITL_SLO_S, help="goodput p95 inter-token objective (s)")
     p.add_argument("--queue-wait-s", type=float, default=600.0, help="platform admission queue allowance")
     p.add_argument("--budget", type=int, help="platform max_num_batched_tokens (default: the platform's)")
+    p.add_argument("--vllm-dtype", default="float32", help="vLLM's --dtype (the platform's default)")
     p.add_argument("--timeout", type=float, default=900.0, help="per-request client timeout (s)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=Path("var/bench"))
@@ -193,7 +180,7 @@ def parse_args() -> argparse.Namespace:
 
 
 def main() -> int:
-    from bench.llamacpp import available
+    from bench.peers import PEERS, unavailable
     from bench.serve_report import write_report
 
     args = parse_args()
@@ -201,10 +188,13 @@ def main() -> int:
     n = args.requests or mix.requests
     plan = loads(mix, n, args.rates, args.concurrency)
     wanted = [t.strip() for t in args.targets.split(",") if t.strip()]
+    unknown = [t for t in wanted if t not in ("platform", "transformers", *PEERS)]
+    if unknown:
+        raise SystemExit(f"unknown target(s) {', '.join(unknown)}")
     notes = []
-    if "llama.cpp" in wanted and (why := available()):
-        wanted.remove("llama.cpp")
-        notes.append(f"llama.cpp baseline skipped: {why}.")
+    for name, why in unavailable(wanted).items():
+        wanted.remove(name)
+        notes.append(f"{name} skipped: {why}.")
         print(notes[-1], flush=True)
     started, load_at_start = time.perf_counter(), os.getloadavg()[0]
     jobs, warm = make_jobs(mix, n, args.seed), warm_up_job(args.seed)
@@ -222,10 +212,8 @@ def main() -> int:
                 outcomes = run_platform(jobs, load, args, warm)
             elif target == "transformers":
                 outcomes = run_transformers(subset, load, args, hf)
-            elif target == "llama.cpp":
-                outcomes = run_llamacpp(subset, load, args, warm)
             else:
-                raise SystemExit(f"unknown target {target!r}")
+                outcomes = PEERS[target].run(subset, load, args, warm)
             runs.append({"target": target, "load": load.label, "rate": load.rate, "outcomes": outcomes})
             s = summarize(outcomes, slo)
             print(

