@@ -1,5 +1,6 @@
 """`python -m bench <suite>`: engine (engine/ against transformers), billing (usage ingestion),
 fairness (tenants' interactive TTFT under another tenant's long documents, fair share vs FCFS),
+quality (quantized versions' greedy agreement and perplexity against fp32),
 serve (the platform over gRPC against transformers and llama.cpp on a seeded workload; compare is
 the same)."""
 
@@ -12,6 +13,7 @@ SUITES = {
     "engine": "bench.engine",
     "billing": "bench.billing",
     "fairness": "bench.fairness",
+    "quality": "bench.quality",
     "serve": "bench.serve",
     "compare": "bench.serve",
 }

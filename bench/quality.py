@@ -8,6 +8,8 @@ Run: `python -m bench quality [--out var/bench]`. Writes quality.json and qualit
 
 from __future__ import annotations
 
+import argparse
+import json
 from pathlib import Path
 
 import torch
@@ -70,3 +72,43 @@ def measure(
     if reference is not None:
         figures["agreement"] = agreement(reference, tokens)
     return figures
+
+
+def report(rows: dict[str, dict[str, float]]) -> str:
+    lines = [
+        "| version | greedy agreement (first 32 tokens) | perplexity | vs fp32 | target |",
+        "| --- | ---: | ---: | ---: | --- |",
+    ]
+    base = rows["none"]["perplexity"]
+    for scheme, f in rows.items():
+        target = "reference" if scheme == "none" else "≥ {:.0%} / ≤ +{:.0%}".format(*THRESHOLDS[scheme])
+        lines.append(
+            f"| {scheme} | {f['agreement']:.0%} | {f['perplexity']:.3f} | "
+            f"{f['perplexity'] / base - 1:+.2%} | {target} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    from build.artifact import ensure_artifact
+    from engine.weights import load_model
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("var/bench"))
+    args = parser.parse_args()
+    base = ensure_artifact()
+    tokenizer = Tokenizer.from_file(str(base / "tokenizer.json"))
+    ref = measure(load_model(base, torch.float32), torch.float32, tokenizer, None)
+    ref_tokens = ref["tokens"]
+    assert isinstance(ref_tokens, list)
+    rows: dict[str, dict[str, float]] = {}
+    for scheme in ("none", "int8", "int4"):
+        path = ensure_artifact(quantization=scheme)
+        f = measure(load_model(path, torch.float32), torch.float32, tokenizer, ref_tokens)
+        rows[scheme] = {"agreement": float(f["agreement"]), "perplexity": float(f["perplexity"])}  # type: ignore[arg-type]
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "quality.json").write_text(json.dumps(rows, indent=2))
+    table = report(rows)
+    (args.out / "quality.md").write_text(table + "\n")
+    print(table)
+    return 0

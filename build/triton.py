@@ -86,13 +86,14 @@ class ModelDeployment:
     block_size: int = 16
     kv_cache_blocks: int = 0  # 0: sized by the engine
     max_num_seqs: int = 64
-    max_num_batched_tokens: int = 64  # see README: the prefill chunk budget
+    max_num_batched_tokens: int = 0  # the prefill chunk budget; 0: from the measured step cost
     scheduler_policy: str = "guaranteed_no_evict"
     fair_share: bool = True
+    intra_op_threads: int = 0  # torch threads of each engine; 0: every CPU the worker may use
 
 
 def materialize_repository(deployments: list[ModelDeployment], repo_dir: Path) -> Path:
-    """Writes `repo_dir/<triton_model_name>/{config.pbtxt,1/model.py}` from the CPU template."""
+    """Writes `repo_dir/<triton_model_name>/{config.pbtxt,1/*.py}` from the CPU template."""
     template = Template((TEMPLATES / "llm_cpu" / "config.pbtxt.template").read_text())
     repo_dir.mkdir(parents=True, exist_ok=True)
     for d in deployments:
@@ -111,9 +112,11 @@ def materialize_repository(deployments: list[ModelDeployment], repo_dir: Path) -
             max_num_batched_tokens=d.max_num_batched_tokens,
             scheduler_policy=d.scheduler_policy,
             fair_share="true" if d.fair_share else "false",
+            intra_op_threads=d.intra_op_threads,
         )
         (model_dir / "config.pbtxt").write_text(config)
-        shutil.copy2(TEMPLATES / "llm_cpu" / "1" / "model.py", model_dir / "1" / "model.py")
+        for source in (TEMPLATES / "llm_cpu" / "1").glob("*.py"):  # model.py and the modules it imports
+            shutil.copy2(source, model_dir / "1" / source.name)
     return repo_dir
 
 

@@ -33,6 +33,7 @@ class StepLayout:
     decode_tables: torch.Tensor  # [Bd, max_blocks] padded block tables of decode sequences
     decode_mask: torch.Tensor  # [Bd, 1, 1, max_blocks * block_size] True where a key is valid
     prefills: tuple[PrefillSpan, ...]
+    decode_len: int = 0  # with a single decode: its context length (keys are cut, no mask needed)
 
 
 class PagedKVCache:
@@ -59,14 +60,13 @@ class PagedKVCache:
         hkv, d = k.shape[1], k.shape[2]
         k_cache.view(-1, hkv, d).index_copy_(0, layout.slot_mapping, k)
         v_cache.view(-1, hkv, d).index_copy_(0, layout.slot_mapping, v)
+        bd = layout.decode_token_index.shape[0]
+        if bd and not layout.prefills:  # decodes only: the step's tokens are the decodes, in order
+            return _decode(q, k_cache, v_cache, layout).squeeze(2)
         out = torch.empty_like(q)  # [T, Hq, D]
-        if layout.decode_token_index.numel():
-            bd = layout.decode_token_index.shape[0]
-            qd = q.index_select(0, layout.decode_token_index).unsqueeze(2)  # [Bd, Hq, 1, D]
-            tables = layout.decode_tables.reshape(-1)
-            keys = _gather(k_cache, tables).view(bd, -1, hkv, d).transpose(1, 2)  # [Bd, Hkv, L, D]
-            vals = _gather(v_cache, tables).view(bd, -1, hkv, d).transpose(1, 2)
-            od = F.scaled_dot_product_attention(qd, keys, vals, attn_mask=layout.decode_mask, enable_gqa=True)
+        if bd:
+            qd = q.index_select(0, layout.decode_token_index)
+            od = _decode(qd, k_cache, v_cache, layout)
             out.index_copy_(0, layout.decode_token_index, od.squeeze(2))
         for span in layout.prefills:
             s, n, ctx = span.token_start, span.num_tokens, span.context_len
@@ -83,6 +83,22 @@ class PagedKVCache:
                 op = F.scaled_dot_product_attention(qp, keys, vals, attn_mask=mask, enable_gqa=True)
             out[s : s + n] = op[0].transpose(0, 1)
         return out
+
+
+def _decode(
+    q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, layout: StepLayout
+) -> torch.Tensor:
+    """q [Bd, Hq, D] of single-token decodes -> attention output [Bd, Hq, 1, D]."""
+    bd, hkv, d = q.shape[0], k_cache.shape[2], k_cache.shape[3]
+    tables = layout.decode_tables.reshape(-1)
+    keys = _gather(k_cache, tables).view(bd, -1, hkv, d)  # [Bd, L, Hkv, D]
+    vals = _gather(v_cache, tables).view(bd, -1, hkv, d)
+    mask: torch.Tensor | None = layout.decode_mask
+    if layout.decode_len:  # one sequence: cut its keys instead of masking the padding
+        keys, vals, mask = keys[:, : layout.decode_len], vals[:, : layout.decode_len], None
+    return F.scaled_dot_product_attention(
+        q.unsqueeze(2), keys.transpose(1, 2), vals.transpose(1, 2), attn_mask=mask, enable_gqa=True
+    )
 
 
 def _gather(cache: torch.Tensor, blocks: torch.Tensor) -> torch.Tensor:

@@ -16,6 +16,8 @@ from torch import nn
 
 from engine.config import LlamaConfig
 
+RESCORE = 8  # candidates per row scored exactly when lm_head is approximate
+
 
 class KVCache(Protocol):
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -78,11 +80,14 @@ class Attention(nn.Module):
     def forward(
         self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache, layer: int
     ) -> torch.Tensor:
-        t = x.shape[0]
-        q, k, v = self.qkv_proj(x).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
-        q = apply_rotary(q.view(t, self.num_heads, self.head_dim), cos, sin)  # [T, Hq, D]
-        k = apply_rotary(k.view(t, self.num_kv_heads, self.head_dim), cos, sin)  # [T, Hkv, D]
-        v = v.reshape(t, self.num_kv_heads, self.head_dim)  # [T, Hkv, D]
+        t, qk_size = x.shape[0], self.q_size + self.kv_size
+        qkv = self.qkv_proj(x)  # [T, (Hq + 2 Hkv) * D]
+        # q and k rotated together: [T, Hq + Hkv, D]
+        qk = apply_rotary(
+            qkv[:, :qk_size].view(t, self.num_heads + self.num_kv_heads, self.head_dim), cos, sin
+        )
+        q, k = qk[:, : self.num_heads], qk[:, self.num_heads :]  # [T, Hq, D], [T, Hkv, D]
+        v = qkv[:, qk_size:].reshape(t, self.num_kv_heads, self.head_dim)  # [T, Hkv, D]
         attn = cache.attend(layer, q, k, v)  # [T, Hq, D]
         out: torch.Tensor = self.o_proj(attn.reshape(t, self.num_heads * self.head_dim))
         return out
@@ -133,9 +138,12 @@ class LlamaForCausalLM(nn.Module):
         self.config = cfg
         self.model = LlamaModel(cfg)
         self.rotary = RotaryEmbedding(cfg.head_dim, cfg.rope_theta)
-        self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        self.lm_head: nn.Module = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
         if cfg.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
+        # When lm_head is an approximation (quantized): the float weight [vocab, hidden] with which
+        # each row's RESCORE best candidates are scored exactly.
+        self.exact_head: torch.Tensor | None = None
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, cache: KVCache) -> torch.Tensor:
         """input_ids, positions: [T] -> final hidden states [T, hidden]."""
@@ -147,6 +155,11 @@ class LlamaForCausalLM(nn.Module):
         return out
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """hidden [N, hidden] -> fp32 logits [N, vocab]."""
-        logits: torch.Tensor = self.lm_head(hidden)
-        return logits.float()
+        """hidden [N, hidden] -> fp32 logits [N, vocab]. With an approximate lm_head, each row's
+        RESCORE highest logits are replaced by exact ones, so greedy choices are the float head's."""
+        logits: torch.Tensor = self.lm_head(hidden).float()
+        if self.exact_head is not None:
+            top = logits.topk(RESCORE, dim=-1).indices  # [N, RESCORE]
+            rows = self.exact_head[top].float()  # [N, RESCORE, hidden]
+            logits.scatter_(1, top, torch.einsum("nd,nkd->nk", hidden.float(), rows))
+        return logits

@@ -60,6 +60,7 @@ class ModelRunner:
             if decode_tables
             else torch.zeros((0, 1, 1, 0), dtype=torch.bool),
             prefills=tuple(prefills),
+            decode_len=decode_lens[0] if len(decode_lens) == 1 else 0,
         )
         self.cache.begin_step(layout)
         hidden = self.model(torch.tensor(ids), torch.tensor(positions), self.cache)

@@ -140,11 +140,19 @@ def _install_quantized(
         layer.mlp.gate_up_proj = linear([mlp + "gate_proj", mlp + "up_proj"])
         layer.mlp.down_proj = linear([mlp + "down_proj"])
     head_parts = _parts(state, "lm_head")
-    if not head_parts:  # lm_head kept in floating point
+    if head_parts:  # stored quantized: the embedding table is its dequantized weight
+        if model.config.tie_word_embeddings:
+            state["model.embed_tokens.weight"] = dequantize(head_parts).to(dtype)
+        model.lm_head = QuantizedLinear(head_parts, dtype, max_kernel_rows)
         return
-    if model.config.tie_word_embeddings:
-        state["model.embed_tokens.weight"] = dequantize(head_parts).to(dtype)
-    model.lm_head = QuantizedLinear(head_parts, dtype, max_kernel_rows)  # type: ignore[assignment]
+    # Stored in floating point: an int8 lm_head computes the logits, the float weight rescores the
+    # best candidates exactly (a fifth of the bytes read per token, the same greedy choices).
+    head = state.pop("lm_head.weight", None)
+    if head is None and model.config.tie_word_embeddings:
+        head = state["model.embed_tokens.weight"]
+    assert head is not None, "a checkpoint has lm_head.weight or tied embeddings"
+    model.lm_head = QuantizedLinear(quantize_int8(head), dtype, max_kernel_rows)
+    model.exact_head = head.to(dtype)
 
 
 def load_model(
@@ -168,12 +176,14 @@ def load_model(
     else:
         state = fuse_projections(state, cfg.num_layers)
     state = {k: v.to(dtype) for k, v in state.items()}
-    tied = cfg.tie_word_embeddings and (float_head or not quantized)
+    tied = cfg.tie_word_embeddings and not quantized
     if tied:
         state.pop("lm_head.weight", None)
     model.load_state_dict(state, strict=not tied, assign=True)
     if tied:
         model.lm_head.weight = model.model.embed_tokens.weight
+    elif float_head:  # the exact rescoring head shares the embedding table
+        model.exact_head = model.model.embed_tokens.weight.data
     model = model.to(dtype)
     missing = [n for n, p in model.named_parameters() if p.is_meta]
     if missing:

@@ -81,7 +81,7 @@ class ModelSettings:
     block_size: int = 16
     kv_cache_blocks: int = 0  # 0: DEFAULT_KV_CACHE_BLOCKS
     max_num_seqs: int = 64
-    max_num_batched_tokens: int = 64  # see README: the prefill chunk budget
+    max_num_batched_tokens: int = 0  # tokens per step (prefill chunk budget); 0: from the step cost
     dtype: str = "float32"  # compute dtype; "auto": bfloat16 where the CPU has native bf16, else float32
     quantization: str = "none"  # weight-only: "none", "int8" (per channel), "int4" (groups of 32)
     scheduler_policy: str = "guaranteed_no_evict"
@@ -166,7 +166,7 @@ def _check(cfg: PlatformConfig, where: str) -> None:
             raise ConfigError(f"{where}: model {m.alias}: unknown scheduler_policy {m.scheduler_policy!r}")
         if not isinstance(m.fair_share, bool):
             raise ConfigError(f"{where}: model {m.alias}: fair_share must be true or false")
-        if m.workers < 1 or m.block_size < 1 or m.max_num_seqs < 1 or m.max_num_batched_tokens < 1:
+        if m.workers < 1 or m.block_size < 1 or m.max_num_seqs < 1 or m.max_num_batched_tokens < 0:
             raise ConfigError(f"{where}: model {m.alias}: workers, block_size and limits must be positive")
         if "@" in m.alias or not m.alias:
             raise ConfigError(f"{where}: model alias {m.alias!r} must be non-empty and contain no '@'")

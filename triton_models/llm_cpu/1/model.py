@@ -4,12 +4,21 @@
 each request's own response sender. Every request receives exactly one FINAL flag, on every path:
 finished, cancelled, refused or failed. Prompts and outputs are never logged.
 
-Responses (streaming): first an admission response with no tokens, then the new tokens of each
-step; every response carries the cumulative counts. A request the pool cannot take now is refused
-at once with an error starting "capacity:", which the frontend maps to UNAVAILABLE.
+Responses (streaming): first an admission response with the prompt's counts (`num_input_tokens`,
+`num_cached_tokens`) and no tokens, then one response per step with only that step's `output_ids`
+(the frontend counts output tokens itself: every tensor is another shared-memory copy in the stub,
+another conversion in tritonserver and another field to parse in the frontend), the last with the
+FINAL flag. A non-streaming request gets one response with every token and every count. A request
+the pool cannot take now is refused at once with an error starting "capacity:", which the frontend
+maps to UNAVAILABLE.
+
+Threads: one thread (torch_thread.py) runs every torch operation of this process: it loads the
+weights, builds the engine and runs the loop, with `intra_op_threads` OpenMP threads (see
+docs/architecture.md, "Threads on a worker").
 """
 
 import json
+import os
 import queue
 import sys
 import threading
@@ -19,10 +28,11 @@ from pathlib import Path
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
+from torch_thread import TorchThread
+from worker_metrics import WorkerMetrics
 
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 IDLE_WAIT_S = 0.05
-METRICS_INTERVAL_S = 0.5
 DEFAULT_KV_BLOCKS = 1024
 CAPACITY_PREFIX = "capacity: "
 
@@ -52,79 +62,13 @@ class _Live:
         self.held = []  # non-streaming: every token, sent once at the end
 
 
-class _Metrics:
-    """Worker metrics on Triton's metrics endpoint (custom metrics API)."""
-
-    def __init__(self, model_name):
-        g, c = pb_utils.MetricFamily.GAUGE, pb_utils.MetricFamily.COUNTER
-        self.families = [
-            pb_utils.MetricFamily("llm_worker_kv_blocks", "KV cache blocks by state (used, free, cached)", g),
-            pb_utils.MetricFamily("llm_worker_sequences", "Sequences in the engine by state", g),
-            pb_utils.MetricFamily("llm_worker_preemptions_total", "Sequences preempted for recompute", c),
-            pb_utils.MetricFamily("llm_worker_prefix_query_tokens_total", "Prompt tokens looked up", c),
-            pb_utils.MetricFamily("llm_worker_prefix_hit_tokens_total", "Prompt tokens hit in the cache", c),
-            pb_utils.MetricFamily("llm_worker_batch_tokens", "Tokens in the last engine step", g),
-            pb_utils.MetricFamily("llm_worker_steps_total", "Engine steps run", c),
-            pb_utils.MetricFamily("llm_worker_batched_tokens_total", "Tokens computed over all steps", c),
-        ]
-        blocks, seqs, pre, query, hit, batch, steps, batched = self.families
-        label = {"model": model_name}
-        self.gauges = {
-            "blocks_used": blocks.Metric({**label, "state": "used"}),
-            "blocks_free": blocks.Metric({**label, "state": "free"}),
-            "blocks_cached": blocks.Metric({**label, "state": "cached"}),
-            "running": seqs.Metric({**label, "state": "running"}),
-            "waiting": seqs.Metric({**label, "state": "waiting"}),
-            "last_batch_tokens": batch.Metric(label),
-        }
-        self.counters = {
-            "preemptions": pre.Metric(label),
-            "prefix_query_tokens": query.Metric(label),
-            "prefix_hit_tokens": hit.Metric(label),
-            "steps": steps.Metric(label),
-            "batched_tokens": batched.Metric(label),
-        }
-        self.reported = dict.fromkeys(self.counters, 0)
-        self.steps = 0
-        self.batched_tokens = 0
-        self.next_at = 0.0
-
-    def on_step(self, batch_tokens):
-        self.steps += 1
-        self.batched_tokens += batch_tokens
-
-    def publish(self, read_stats, force=False):
-        now = time.monotonic()
-        if not force and now < self.next_at:
-            return
-        self.next_at = now + METRICS_INTERVAL_S
-        stats = read_stats()
-        for name, metric in self.gauges.items():
-            metric.set(float(getattr(stats, name)))
-        totals = {
-            "preemptions": stats.preemptions,
-            "prefix_query_tokens": stats.prefix_query_tokens,
-            "prefix_hit_tokens": stats.prefix_hit_tokens,
-            "steps": self.steps,
-            "batched_tokens": self.batched_tokens,
-        }
-        for name, value in totals.items():
-            if value > self.reported[name]:
-                self.counters[name].increment(float(value - self.reported[name]))
-                self.reported[name] = value
-
-    def close(self):
-        self.gauges.clear()
-        self.counters.clear()
-        self.families.clear()
-
-
 class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
         params = {k: v["string_value"] for k, v in config.get("parameters", {}).items()}
         if params["repo_root"] not in sys.path:
             sys.path.insert(0, params["repo_root"])
+        from engine import cost_model
         from engine.artifact import verify
         from engine.config import DTYPES, resolve_dtype
         from engine.engine import (
@@ -145,12 +89,23 @@ class TritonPythonModel:
         if manifest.version != params["model_version"]:
             raise ValueError(f"artifact version {manifest.version} != configured {params['model_version']}")
         dtype_name = resolve_dtype(params.get("dtype", "float32"))
-        model = load_model(artifact, DTYPES[dtype_name])
+        threads = int(params.get("intra_op_threads", "0")) or len(os.sched_getaffinity(0))
+        self.torch = TorchThread(threads)
+        model = self.torch.call(load_model, artifact, DTYPES[dtype_name])
+        budget = int(params.get("max_num_batched_tokens", "0"))
+        if budget == 0:  # auto: from this machine's measured step cost (also warms the kernels up)
+            cost = self.torch.call(cost_model.measure, model, DTYPES[dtype_name])
+            budget = cost_model.chunk_budget(cost)
+            self.logger.log_info(
+                f"step cost {cost.fixed_s * 1e3:.1f} ms + {cost.per_token_s * 1e3:.3f} ms/token: "
+                f"{budget} tokens per step keep steps within the "
+                f"{cost_model.ITL_OBJECTIVE_S * 1e3:.0f} ms objective"
+            )
         engine_config = EngineConfig(
             num_blocks=int(params.get("kv_cache_blocks", "0")) or DEFAULT_KV_BLOCKS,
             block_size=int(params.get("block_size", "16")),
             max_num_seqs=int(params.get("max_num_seqs", "64")),
-            max_num_batched_tokens=int(params.get("max_num_batched_tokens", "64")),
+            max_num_batched_tokens=budget,
             policy=params.get("scheduler_policy", "guaranteed_no_evict"),
             fair_share=params.get("fair_share", "true") == "true",
             dtype=DTYPES[dtype_name],
@@ -158,17 +113,17 @@ class TritonPythonModel:
         )
         self.eos_ids = frozenset(model.config.eos_token_ids)
         self._new_engine = lambda: Engine(model, engine_config)
-        self.engine = self._new_engine()
-        self.metrics = _Metrics(args["model_name"])
+        self.engine = self.torch.call(self._new_engine)
+        self.metrics = WorkerMetrics(args["model_name"])
         self.incoming: queue.Queue = queue.Queue()
         self.live = {}
         self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._loop, name="engine-loop", daemon=True)
-        self.thread.start()
+        self.torch.run(self._loop)
         self.logger.log_info(
             f"model {manifest.version_id} loaded ({dtype_name}, weights {manifest.quantization}, "
             f"{engine_config.num_blocks} KV blocks "
-            f"of {engine_config.block_size}, {engine_config.policy}), checksums verified"
+            f"of {engine_config.block_size}, {engine_config.policy}, {threads} intra-op threads), "
+            "checksums verified"
         )
 
     def execute(self, requests):
@@ -178,7 +133,7 @@ class TritonPythonModel:
 
     def finalize(self):
         self.stopping.set()
-        self.thread.join(timeout=10)
+        self.torch.thread.join(timeout=10)
         while not self.incoming.empty():
             self._fail(_Live(self.incoming.get_nowait(), False), "model is unloading")
         for live in list(self.live.values()):
@@ -195,12 +150,7 @@ class TritonPythonModel:
                 self._admit_incoming(block=not self.engine.has_unfinished())
                 busy = self.engine.has_unfinished()
                 if busy:
-                    for rid, live in self.live.items():
-                        if live.request.is_cancelled():
-                            self.engine.abort(rid)
-                    for out in self.engine.step():
-                        self._respond(out)
-                    self.metrics.on_step(self.engine.last_batch_tokens)
+                    self._step()
                     busy = self.engine.has_unfinished()
                 # periodically while busy, and at once when the engine goes idle
                 self.metrics.publish(self.engine.stats, force=was_busy and not busy)
@@ -211,6 +161,22 @@ class TritonPythonModel:
                     self._fail(live, f"internal error: {type(e).__name__}")
                 self.live.clear()
                 self.engine = self._new_engine()
+
+    def _step(self):
+        """Cancellations, one engine step, its responses (one per request that got tokens)."""
+        started = time.perf_counter()
+        for rid, live in self.live.items():  # each check is a round trip to tritonserver
+            if live.request.is_cancelled():
+                self.engine.abort(rid)
+        checked = time.perf_counter()
+        outputs = self.engine.step()
+        stepped = time.perf_counter()
+        for out in outputs:
+            self._respond(out)
+        responded = time.perf_counter()
+        self.metrics.on_step(
+            self.engine.last_batch_tokens, checked - started, stepped - checked, responded - stepped
+        )
 
     def _admit_incoming(self, block):
         try:
@@ -265,7 +231,7 @@ class TritonPythonModel:
             return
         self.live[rid] = live
         if live.streaming:
-            live.sender.send(self._response((), admitted))
+            live.sender.send(_admission_response(admitted))
 
     def _respond(self, out):
         live = self.live.get(out.request_id)
@@ -281,28 +247,49 @@ class TritonPythonModel:
         if not live.streaming:
             live.held.extend(out.new_token_ids)
             if done:
-                live.sender.send(self._response(live.held, out), flags=FINAL)
+                live.sender.send(_full_response(live.held, out), flags=FINAL)
             return
-        live.sender.send(self._response(out.new_token_ids, out), flags=FINAL if done else 0)
-
-    @staticmethod
-    def _response(ids, out):
-        arr = np.asarray(ids, dtype=np.int32).reshape(1, 1, -1)  # [batch, beam, tokens]
-
-        def count(name, value):
-            return pb_utils.Tensor(name, np.asarray([[value]], dtype=np.int32))
-
-        return pb_utils.InferenceResponse(
-            output_tensors=[
-                pb_utils.Tensor("output_ids", arr),
-                count("sequence_length", arr.shape[-1]),
-                count("num_input_tokens", out.num_prompt_tokens),
-                count("num_cached_tokens", out.num_cached_tokens),
-                count("num_output_tokens", out.num_output_tokens),
-            ]
-        )
+        live.sender.send(_tokens_response(out.new_token_ids), flags=FINAL if done else 0)
 
     @staticmethod
     def _fail(live, message):
         error = pb_utils.InferenceResponse(error=pb_utils.TritonError(message))
         live.sender.send(error, flags=FINAL)
+
+
+def _ids(ids):
+    tokens = np.asarray(ids, dtype=np.int32).reshape(1, 1, -1)  # [batch, beam, tokens]
+    return pb_utils.Tensor("output_ids", tokens)
+
+
+def _count(name, value):
+    return pb_utils.Tensor(name, np.asarray([[value]], dtype=np.int32))
+
+
+def _tokens_response(ids):
+    """A streamed step: its new tokens and nothing else."""
+    return pb_utils.InferenceResponse(output_tensors=[_ids(ids)])
+
+
+def _admission_response(admitted):
+    """The first streamed response: no tokens, the prompt's counts (the prefix-cache hit)."""
+    return pb_utils.InferenceResponse(
+        output_tensors=[
+            _ids(()),
+            _count("num_input_tokens", admitted.num_prompt_tokens),
+            _count("num_cached_tokens", admitted.num_cached_tokens),
+        ]
+    )
+
+
+def _full_response(ids, out):
+    """The one response of a non-streaming request: every token and every count."""
+    return pb_utils.InferenceResponse(
+        output_tensors=[
+            _ids(ids),
+            _count("sequence_length", len(ids)),
+            _count("num_input_tokens", out.num_prompt_tokens),
+            _count("num_cached_tokens", out.num_cached_tokens),
+            _count("num_output_tokens", out.num_output_tokens),
+        ]
+    )
