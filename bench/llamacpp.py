@@ -87,9 +87,12 @@ class InProcessLlamaCpp:
             self.proc = subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1
             )
-        if self._reply() != {"ready": True}:
+        try:
+            if self._reply() != {"ready": True}:
+                raise RuntimeError("the llama.cpp worker did not start")
+        except BaseException:
             self.__exit__()
-            raise RuntimeError("the llama.cpp worker did not start")
+            raise
         return self
 
     def _pipes(self) -> tuple[IO[str], IO[str]]:

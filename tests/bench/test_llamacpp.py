@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -82,3 +83,37 @@ def test_a_closing_server_chunk_without_text_is_not_a_token() -> None:
     assert server_chunk_tokens({"choices": [{"text": "", "finish_reason": None}]}) == 1
     assert server_chunk_tokens({"choices": [{"text": ".", "finish_reason": "length"}]}) == 1
     assert server_chunk_tokens({"choices": [{"text": "", "finish_reason": "length"}]}) == 0
+
+
+# Speaks the worker's protocol without llama_cpp; a request for 99 tokens makes it exit.
+FAKE_WORKER = """
+import json, sys, time
+print(json.dumps({"ready": True}), flush=True)
+for line in sys.stdin:
+    n = json.loads(line)["max_tokens"]
+    if n == 99:
+        sys.exit(1)
+    print(json.dumps({"deliveries": [[time.perf_counter(), 1]] * n, "finish_reason": "length"}), flush=True)
+"""
+
+
+async def test_the_in_process_target_runs_requests_through_its_worker_until_it_exits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = installed_env(tmp_path)
+    env.python.unlink()
+    env.python.symlink_to(sys.executable)
+    worker = tmp_path / "worker.py"
+    worker.write_text(FAKE_WORKER)
+    monkeypatch.setattr(llamacpp, "LLAMACPP_ENV", env)
+    monkeypatch.setattr(llamacpp, "WORKER", worker)
+    with llamacpp.InProcessLlamaCpp(tmp_path / "model.gguf", tmp_path / "worker.log") as target:
+        outs = [Outcome(7, "interactive", 0.0, n) for n in (3, 2)]
+        await target.generate(job(3), outs[0])
+        await target.generate(job(2), outs[1])
+        assert [o.output_tokens for o in outs] == [3, 2]
+        with pytest.raises(TargetError) as e:
+            await target.generate(job(99), Outcome(7, "interactive", 0.0, 99))
+        assert e.value.status == "WORKER_EXITED"
+        proc = target.proc
+    assert target.proc is None and proc is not None and proc.returncode == 1
