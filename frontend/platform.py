@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import os
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -138,7 +139,10 @@ class Platform:
         for model in self.cfg.models:
             version = load_version(artifact_for(model))
             deployments.append((model, version))
-        repo = materialize_repository([deployment(m, v) for m, v in deployments], self.work_dir / "models")
+        threads = engine_threads(self.cfg)
+        repo = materialize_repository(
+            [deployment(m, v, threads) for m, v in deployments], self.work_dir / "models"
+        )
         t = self.cfg.triton
         tel = self.cfg.telemetry
         try:
@@ -252,7 +256,8 @@ class Platform:
         log.info("version %s deployed on %d worker(s)", version.version_id, len(self.workers))
 
     def _load_everywhere(self, settings: ModelSettings, version: ServedVersion) -> None:
-        materialize_repository([deployment(settings, version)], self.work_dir / "models")
+        deployed = deployment(settings, version, engine_threads(self.cfg))
+        materialize_repository([deployed], self.work_dir / "models")
         for worker in self.workers:
             worker.server.load_model(version.triton_model_name)
             worker.versions.append((settings, version))  # reloaded if the worker restarts
@@ -265,7 +270,21 @@ class Platform:
             set_version_status(s, version.version_id, ModelVersionStatus.READY, now=now)
 
 
-def deployment(m: ModelSettings, v: ServedVersion) -> ModelDeployment:
+def engine_threads(cfg: PlatformConfig, cpus: int | None = None, env: dict[str, str] | None = None) -> int:
+    """Torch threads for each engine this platform starts: OMP_NUM_THREADS when the operator set it,
+    else the CPUs this process may use shared out among the configured models' engines (one per
+    worker each), at least one. Busy engines whose OpenMP threads together outnumber the cores wait
+    for each other's preempted threads at every parallel region (docs/architecture.md, "Threads on
+    a worker")."""
+    env = dict(os.environ) if env is None else env
+    if env.get("OMP_NUM_THREADS", "").strip().isdigit() and int(env["OMP_NUM_THREADS"]) > 0:
+        return int(env["OMP_NUM_THREADS"])
+    cpus = len(os.sched_getaffinity(0)) if cpus is None else cpus
+    engines = sum(m.workers for m in cfg.models)
+    return max(1, cpus // max(1, engines))
+
+
+def deployment(m: ModelSettings, v: ServedVersion, intra_op_threads: int = 0) -> ModelDeployment:
     return ModelDeployment(
         triton_model_name=v.triton_model_name,
         artifact_dir=v.artifact_dir,
@@ -277,6 +296,7 @@ def deployment(m: ModelSettings, v: ServedVersion) -> ModelDeployment:
         max_num_batched_tokens=m.max_num_batched_tokens,
         scheduler_policy=m.scheduler_policy,
         fair_share=m.fair_share,
+        intra_op_threads=intra_op_threads,
     )
 
 

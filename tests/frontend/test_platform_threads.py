@@ -1,0 +1,45 @@
+"""How many torch threads each engine the platform starts gets (docs/architecture.md, "Threads on a
+worker"), and that the worker's model repository carries the number and the modules model.py imports."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2 as mc
+
+from build.triton import ModelDeployment, materialize_repository
+from frontend.config import PlatformConfig, parse_config
+from frontend.platform import engine_threads
+
+
+def config(*workers: int) -> PlatformConfig:
+    return parse_config({"models": [{"alias": f"m{i}", "workers": w} for i, w in enumerate(workers)]})
+
+
+def test_one_engine_gets_every_cpu() -> None:
+    assert engine_threads(config(1), cpus=2, env={}) == 2
+    assert engine_threads(config(1), cpus=16, env={}) == 16
+
+
+def test_the_cpus_are_shared_out_among_the_engines_at_least_one_each() -> None:
+    assert engine_threads(config(1, 1), cpus=2, env={}) == 1
+    assert engine_threads(config(2, 1), cpus=8, env={}) == 2
+    assert engine_threads(config(2, 2), cpus=2, env={}) == 1
+
+
+def test_the_operators_omp_num_threads_wins() -> None:
+    assert engine_threads(config(1), cpus=2, env={"OMP_NUM_THREADS": "1"}) == 1
+    assert engine_threads(config(1, 1), cpus=2, env={"OMP_NUM_THREADS": "3"}) == 3
+    assert engine_threads(config(1), cpus=2, env={"OMP_NUM_THREADS": "two"}) == 2
+
+
+def test_the_repository_carries_the_threads_and_every_module_model_py_imports(tmp_path: Path) -> None:
+    materialize_repository([ModelDeployment("m", Path("/artifact"), "v1", intra_op_threads=3)], tmp_path)
+    cfg = text_format.Parse((tmp_path / "m" / "config.pbtxt").read_text(), mc.ModelConfig())
+    assert cfg.parameters["intra_op_threads"].string_value == "3"
+    assert sorted(p.name for p in (tmp_path / "m" / "1").iterdir()) == [
+        "model.py",
+        "torch_thread.py",
+        "worker_metrics.py",
+    ]

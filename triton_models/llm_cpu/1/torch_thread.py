@@ -1,0 +1,48 @@
+"""The one thread of a worker process that runs torch.
+
+Triton calls `initialize()` on the stub's main thread, and the engine loop must run on another
+thread. If both ran torch operations, each would start its own OpenMP team; libgomp throttles the
+spin-wait between parallel regions to almost nothing once a process has more OpenMP threads than
+CPUs, so every parallel operation of the loop would then wait for futex wake-ups. Loading the
+weights, building the engine and running the loop all on this thread keeps one team of
+`intra_op_threads` (docs/architecture.md, "Threads on a worker").
+"""
+
+import concurrent.futures
+import queue
+import threading
+
+
+class TorchThread:
+    """`call()` runs a function on the thread and returns its result (or raises its exception);
+    `run()` hands the thread over to a function for good (the engine loop: the thread ends when it
+    returns)."""
+
+    def __init__(self, intra_op_threads):
+        self._jobs: queue.Queue = queue.Queue()
+        self.thread = threading.Thread(
+            target=self._serve, args=(intra_op_threads,), name="engine", daemon=True
+        )
+        self.thread.start()
+
+    def _serve(self, intra_op_threads):
+        import torch
+
+        torch.set_num_threads(intra_op_threads)
+        while True:
+            fn, args, done = self._jobs.get()
+            if done is None:
+                fn(*args)
+                return
+            try:
+                done.set_result(fn(*args))
+            except BaseException as e:  # raised again in the caller
+                done.set_exception(e)
+
+    def call(self, fn, *args):
+        done: concurrent.futures.Future = concurrent.futures.Future()
+        self._jobs.put((fn, args, done))
+        return done.result()
+
+    def run(self, fn):
+        self._jobs.put((fn, (), None))

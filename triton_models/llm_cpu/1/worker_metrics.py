@@ -1,0 +1,93 @@
+"""The CPU worker's metrics on Triton's metrics endpoint (the Python backend's custom metrics API),
+published at most every METRICS_INTERVAL_S while busy and once when the engine goes idle."""
+
+import time
+
+import triton_python_backend_utils as pb_utils
+
+METRICS_INTERVAL_S = 0.5
+LOOP_PARTS = ("cancel_check", "model", "respond")  # where the engine loop's time goes
+
+
+class WorkerMetrics:
+    """Worker metrics on Triton's metrics endpoint (custom metrics API)."""
+
+    def __init__(self, model_name):
+        g, c = pb_utils.MetricFamily.GAUGE, pb_utils.MetricFamily.COUNTER
+        self.families = [
+            pb_utils.MetricFamily("llm_worker_kv_blocks", "KV cache blocks by state (used, free, cached)", g),
+            pb_utils.MetricFamily("llm_worker_sequences", "Sequences in the engine by state", g),
+            pb_utils.MetricFamily("llm_worker_preemptions_total", "Sequences preempted for recompute", c),
+            pb_utils.MetricFamily("llm_worker_prefix_query_tokens_total", "Prompt tokens looked up", c),
+            pb_utils.MetricFamily("llm_worker_prefix_hit_tokens_total", "Prompt tokens hit in the cache", c),
+            pb_utils.MetricFamily("llm_worker_batch_tokens", "Tokens in the last engine step", g),
+            pb_utils.MetricFamily("llm_worker_steps_total", "Engine steps run", c),
+            pb_utils.MetricFamily("llm_worker_batched_tokens_total", "Tokens computed over all steps", c),
+        ]
+        blocks, seqs, pre, query, hit, batch, steps, batched = self.families
+        label = {"model": model_name}
+        self.gauges = {
+            "blocks_used": blocks.Metric({**label, "state": "used"}),
+            "blocks_free": blocks.Metric({**label, "state": "free"}),
+            "blocks_cached": blocks.Metric({**label, "state": "cached"}),
+            "running": seqs.Metric({**label, "state": "running"}),
+            "waiting": seqs.Metric({**label, "state": "waiting"}),
+            "last_batch_tokens": batch.Metric(label),
+        }
+        self.counters = {
+            "preemptions": pre.Metric(label),
+            "prefix_query_tokens": query.Metric(label),
+            "prefix_hit_tokens": hit.Metric(label),
+            "steps": steps.Metric(label),
+            "batched_tokens": batched.Metric(label),
+        }
+        loop = pb_utils.MetricFamily(
+            "llm_worker_loop_seconds_total",
+            "Engine loop time by part: cancel_check (asking Triton), model (the engine step), "
+            "respond (creating and sending the step's responses)",
+            c,
+        )
+        self.families.append(loop)
+        self.loop = {part: loop.Metric({**label, "part": part}) for part in LOOP_PARTS}
+        self.reported = dict.fromkeys(self.counters, 0)
+        self.steps = 0
+        self.batched_tokens = 0
+        self.loop_s = dict.fromkeys(LOOP_PARTS, 0.0)  # accumulated since the last publish
+        self.next_at = 0.0
+
+    def on_step(self, batch_tokens, cancel_check_s, model_s, respond_s):
+        self.steps += 1
+        self.batched_tokens += batch_tokens
+        self.loop_s["cancel_check"] += cancel_check_s
+        self.loop_s["model"] += model_s
+        self.loop_s["respond"] += respond_s
+
+    def publish(self, read_stats, force=False):
+        now = time.monotonic()
+        if not force and now < self.next_at:
+            return
+        self.next_at = now + METRICS_INTERVAL_S
+        stats = read_stats()
+        for name, metric in self.gauges.items():
+            metric.set(float(getattr(stats, name)))
+        totals = {
+            "preemptions": stats.preemptions,
+            "prefix_query_tokens": stats.prefix_query_tokens,
+            "prefix_hit_tokens": stats.prefix_hit_tokens,
+            "steps": self.steps,
+            "batched_tokens": self.batched_tokens,
+        }
+        for name, value in totals.items():
+            if value > self.reported[name]:
+                self.counters[name].increment(float(value - self.reported[name]))
+                self.reported[name] = value
+        for part, seconds in self.loop_s.items():
+            if seconds > 0:
+                self.loop[part].increment(seconds)
+                self.loop_s[part] = 0.0
+
+    def close(self):
+        self.gauges.clear()
+        self.counters.clear()
+        self.loop.clear()
+        self.families.clear()
