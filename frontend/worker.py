@@ -33,12 +33,12 @@ CAPACITY_PREFIX = "capacity: "  # the CPU worker's refusal (triton_models/llm_cp
 
 @dataclass(slots=True, frozen=True)
 class WorkerChunk:
-    """One streamed response: new tokens (none in the admission response) and cumulative counts."""
+    """One streamed response: new tokens (none in the admission response), and the prompt's counts
+    where the response carries them (our CPU worker's admission response; None otherwise)."""
 
     token_ids: list[int]
-    num_input_tokens: int | None  # our workers' extensions; None from a TensorRT-LLM worker
-    num_cached_tokens: int | None
-    num_output_tokens: int | None
+    num_input_tokens: int | None = None
+    num_cached_tokens: int | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -67,21 +67,28 @@ def _tensor(name: str, value: np.ndarray, dtype: str) -> InferInput:
 
 OUTPUTS = ("output_ids", "sequence_length")  # the TensorRT-LLM backend's
 EXTENSION_OUTPUTS = ("num_input_tokens", "num_cached_tokens", "num_output_tokens")  # our CPU worker's
+# What the frontend asks for: the new tokens, and from our worker the prompt's counts (sent only in
+# its admission response). Output token counts are the frontend's own: it sees every token.
+REQUESTED = ("output_ids",)
+REQUESTED_EXTENSIONS = ("num_input_tokens", "num_cached_tokens")
 
 
-def _count(result: InferResult, name: str) -> int | None:
-    value = result.as_numpy(name)
-    return None if value is None else int(value.reshape(-1)[0])
-
-
-def _chunk(result: InferResult) -> WorkerChunk:
-    ids = result.as_numpy("output_ids")
-    return WorkerChunk(
-        token_ids=[] if ids is None else [int(t) for t in ids.reshape(-1)],
-        num_input_tokens=_count(result, "num_input_tokens"),
-        num_cached_tokens=_count(result, "num_cached_tokens"),
-        num_output_tokens=_count(result, "num_output_tokens"),
-    )
+def parse_response(result: InferResult) -> WorkerChunk:
+    """One streamed response's tokens and counts, read straight from the raw output contents
+    Triton's gRPC frontend sends (little-endian INT32, in the order of `outputs`). WorkerError when
+    a response has no raw contents for its outputs."""
+    response = result.get_response()
+    raw = response.raw_output_contents
+    if len(raw) != len(response.outputs):
+        raise WorkerError(f"malformed worker response: {len(response.outputs)} outputs, {len(raw)} raw")
+    ids: list[int] = []
+    counts: dict[str, int] = {}
+    for output, data in zip(response.outputs, raw, strict=True):
+        if output.name == "output_ids":
+            ids = np.frombuffer(data, dtype="<i4").tolist()
+        elif output.name in REQUESTED_EXTENSIONS and len(data) >= 4:
+            counts[output.name] = int.from_bytes(data[:4], "little", signed=True)
+    return WorkerChunk(ids, counts.get("num_input_tokens"), counts.get("num_cached_tokens"))
 
 
 def build_inputs(req: WorkerRequest, extensions: bool = True) -> list[InferInput]:
@@ -116,7 +123,7 @@ class TritonWorker:
         """extensions=False for a TensorRT-LLM worker: no extension tensors are sent or read."""
         self.url = url
         self.extensions = extensions
-        self._outputs = OUTPUTS + (EXTENSION_OUTPUTS if extensions else ())
+        self._outputs = REQUESTED + (REQUESTED_EXTENSIONS if extensions else ())
         self._client = triton_aio.InferenceServerClient(url)
 
     async def close(self) -> None:
@@ -162,7 +169,7 @@ class TritonWorker:
                         raise WorkerCapacityError(message[len(CAPACITY_PREFIX) :])
                     raise WorkerError(message)
                 final = result.get_response().parameters.get("triton_final_response")
-                chunk = _chunk(result)
+                chunk = parse_response(result)
                 if chunk.token_ids or chunk.num_input_tokens is not None:
                     yield chunk
                 if final is not None and final.bool_param:

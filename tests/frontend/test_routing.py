@@ -14,7 +14,7 @@ from frontend.routing import Dispatcher, WorkerHandle, WorkerPool
 from frontend.worker import WorkerCapacityError, WorkerChunk, WorkerLost, WorkerRequest
 
 V = "m@1"
-ACK = WorkerChunk([], 3, 0, 0)
+ACK = WorkerChunk([], 3, 0)
 
 
 class FakeClient:
