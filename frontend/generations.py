@@ -279,17 +279,19 @@ class GenerationManager:
         try:
             try:
                 async for event in events:
-                    if event.HasField("started"):
+                    kind = event.WhichOneof("event")
+                    if kind == "delta":
+                        if event.delta.token_ids:
+                            obs.tokens(len(event.delta.token_ids))
+                    elif kind == "started":
                         obs.worker_admitted(run.cached_input_tokens)
-                    elif event.HasField("delta") and event.delta.token_ids:
-                        obs.tokens(len(event.delta.token_ids))
-                    if event.HasField("finished"):
+                    elif kind == "finished":
                         obs.settling()
                         settling = asyncio.ensure_future(
                             self._settle(run, lease, event.finished.reason, report_seq + 1)
                         )
                         lease = await asyncio.shield(settling)
-                    elif event.HasField("usage") and not run.ended:  # cumulative, to billing too
+                    elif kind == "usage" and not run.ended:  # cumulative, to billing too
                         report_seq += 1
                         self._report(run, report_seq)
                     # paused (pulling nothing from the worker) while a reader holds the log full;
@@ -298,9 +300,9 @@ class GenerationManager:
                     timeout = self.settings.slow_consumer_timeout_s
                     too_slow = not closing and not await live.log.wait_for_room(timeout)
                     live.log.append(event)  # generated already: one over the limits when too slow
-                    if event.HasField("delta"):
+                    if kind == "delta":
                         obs.delta_appended()
-                    elif event.HasField("finished"):
+                    elif kind == "finished":
                         obs.finished(event.finished.reason, event.finished.usage)
                     if too_slow:
                         log.info("generation %s: slow consumer (%.1fs)", live.generation_id, timeout)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
@@ -41,6 +42,15 @@ class GenerationObserver:
     _first_token_s: float | None = None
     _last_token_s: float | None = None
     ended: bool = False
+    _per_token: tuple[Any, Any] | None = None  # (itl, tokens_out) children, labelled once
+
+    def _token_metrics(self) -> tuple[Any, Any]:
+        if self._per_token is None:
+            self._per_token = (
+                self.metrics.itl.labels(self.tenant, self.version),
+                self.metrics.tokens_out.labels(self.tenant, self.version),
+            )
+        return self._per_token
 
     def _child(self, name: str, start_ns: int | None = None) -> Span:
         span = self.tracer.start_span(name, context=trace.set_span_in_context(self.root), start_time=start_ns)
@@ -71,6 +81,7 @@ class GenerationObserver:
 
     def tokens(self, count: int) -> None:
         now = time.monotonic()
+        itl, tokens_out = self._token_metrics()
         if self._first_token_s is None:
             self._first_token_s = now
             self._end("prefill")
@@ -78,9 +89,9 @@ class GenerationObserver:
             self._child("decode")
             self.metrics.ttft.labels(self.tenant, self.version).observe(now - self.received_s)
         elif self._last_token_s is not None and count:
-            self.metrics.itl.labels(self.tenant, self.version).observe((now - self._last_token_s) / count)
+            itl.observe((now - self._last_token_s) / count)
         self._last_token_s = now
-        self.metrics.tokens_out.labels(self.tenant, self.version).inc(count)
+        tokens_out.inc(count)
 
     def delta_appended(self) -> None:
         self._end("first_token")
