@@ -74,8 +74,10 @@ def make_jobs(mix: Mix, n: int, seed: int) -> list[Job]:
     return jobs
 
 
-def platform_config(store: Path, queue_wait_s: float, budget: int | None) -> PlatformConfig:
-    model: dict[str, Any] = {"alias": MODEL}
+def platform_config(
+    store: Path, queue_wait_s: float, budget: int | None, quantization: str = "none", dtype: str = "float32"
+) -> PlatformConfig:
+    model: dict[str, Any] = {"alias": MODEL, "quantization": quantization, "dtype": dtype}
     if budget is not None:
         model["max_num_batched_tokens"] = budget
     return parse_config(
@@ -115,7 +117,9 @@ def run_platform(jobs: list[Job], load: Load, args: argparse.Namespace, warm_up:
             return await drive(target, jobs, load, args.seed, args.timeout)
 
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as work:
-        cfg = platform_config(Path(work) / "control.sqlite", args.queue_wait_s, args.budget)
+        cfg = platform_config(
+            Path(work) / "control.sqlite", args.queue_wait_s, args.budget, args.quantization, args.dtype
+        )
         platform = Platform(cfg, work_dir=Path(work))
         platform.start_workers()
         try:
@@ -169,6 +173,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--itl-slo", type=float, default=ITL_SLO_S, help="goodput p95 inter-token objective (s)")
     p.add_argument("--queue-wait-s", type=float, default=600.0, help="platform admission queue allowance")
     p.add_argument("--budget", type=int, help="platform max_num_batched_tokens (default: the platform's)")
+    p.add_argument("--quantization", default="none", choices=("none", "int8", "int4"), help="platform")
+    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "auto"), help="platform")
     p.add_argument("--vllm-dtype", default="float32", help="vLLM's --dtype (the platform's default)")
     p.add_argument("--timeout", type=float, default=900.0, help="per-request client timeout (s)")
     p.add_argument("--seed", type=int, default=0)
