@@ -1,6 +1,6 @@
 """The CPU worker's Triton model (triton_models/llm_cpu/1/), run against a fake Triton API and a
-scripted engine: what each response carries, the FINAL flag, cancellation checks, the loop's
-metrics, and the one thread that runs torch."""
+scripted engine: what each response carries, the FINAL flag, cancellation checks, unloading, the
+loop's metrics and the one thread that runs torch."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -86,8 +86,17 @@ class Sender:
     def send(self, response: pb.InferenceResponse | None = None, flags: int = 0) -> None:
         self.sent.append((response, flags))
 
-    def responses(self) -> list[tuple[dict[str, list[int]] | None, int]]:
-        return [(None if r is None else r.tensors(), flags) for r, flags in self.sent]
+    def responses(self) -> list[tuple[dict[str, list[int]] | str | None, int]]:
+        """(tensors, flags) per response; an error as its message; None for a bare FINAL flag."""
+        out: list[tuple[dict[str, list[int]] | str | None, int]] = []
+        for r, flags in self.sent:
+            if r is None:
+                out.append((None, flags))
+            elif r.error is not None:
+                out.append((r.error.message(), flags))
+            else:
+                out.append((r.tensors(), flags))
+        return out
 
 
 class Request:
@@ -202,6 +211,21 @@ def test_the_loop_reports_its_steps_and_where_their_time_went(cpu_model: ModuleT
     ]
     assert all(metric.value >= 0 for metric in loop.metrics)
     assert m.metrics.counters["steps"].value == 2
+
+
+def test_unloading_fails_live_requests_after_what_was_queued_for_them(cpu_model: ModuleType) -> None:
+    m, req = make_model(cpu_model), Request("g1")
+    m._admit(req)
+    m._step()
+    finished = threading.Thread(target=lambda: None)
+    finished.start()
+    m.torch, m.stopping = SimpleNamespace(thread=finished), threading.Event()
+    m.finalize()
+    assert req.sender.responses() == [
+        ({"output_ids": [], "num_input_tokens": [3], "num_cached_tokens": [1]}, 0),
+        ({"output_ids": [101]}, 0),
+        ("model is unloading", FINAL),
+    ]
 
 
 def test_the_torch_thread_runs_every_call_and_then_the_loop(cpu_model: ModuleType) -> None:
