@@ -1,8 +1,8 @@
 """A peer's HTTP server as a child process on a loopback port, for a `with` block: started in its own
 process group (a server that forks workers, as vLLM does, is stopped whole), ready when a URL
-answers 200, stopped with SIGTERM to the group and SIGKILL after a grace period. Its output goes to
-a log file, whose tail is shown when it fails to start; the peers are run so that they never log
-prompts or outputs."""
+answers 200, stopped with SIGTERM to the server and then SIGKILL to anything left in its group.
+Its output goes to a log file, whose tail is shown when it fails to start; the peers are run so
+that they never log prompts or outputs."""
 
 from __future__ import annotations
 
@@ -88,15 +88,14 @@ class LoopbackServer:
         self.stop()
 
     def stop(self) -> None:
-        """SIGTERM to the server's process group, SIGKILL to what is left after the grace period."""
+        """SIGTERM to the server, which stops its own workers (a signal to the whole group would stop
+        them under it, mid-shutdown), then SIGKILL to whatever is left in its group."""
         if self.proc is None:
             return
         group = self.proc.pid  # start_new_session: the server leads its own group
+        self.proc.terminate()
         try:
-            os.killpg(group, signal.SIGTERM)
             self.proc.wait(timeout=self.stop_timeout_s)
-        except ProcessLookupError:
-            pass
         except subprocess.TimeoutExpired:
             print(f"{self.name} did not stop in {self.stop_timeout_s:.0f} s: killing it", flush=True)
         with contextlib.suppress(ProcessLookupError):
