@@ -3,6 +3,7 @@ on free loopback ports, torn down at the end of the session."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -76,6 +77,10 @@ SPANS = InMemorySpanExporter()  # every span of the session platform's frontend
 
 @pytest.fixture(scope="session")
 def platform(tmp_path_factory: pytest.TempPathFactory, artifact_dir: Path) -> Iterator[Platform]:
+    # The workers' OpenMP threads wait passively: the suite runs on machines shared with other work,
+    # where spinning threads make every step several times slower and the tests that wait on
+    # deadlines fail (docs/architecture.md, "Threads on a worker"). Serving keeps libgomp's default.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     work = tmp_path_factory.mktemp("triton")
     p = Platform(
         platform_config(work / "control.sqlite"), work_dir=work, span_processor=SimpleSpanProcessor(SPANS)
