@@ -19,11 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import llamacpp, vllm_peer
+from bench.completions import CompletionsTarget
 from bench.driver import Job, Target, drive
 from bench.metrics import Outcome
+from bench.server_process import LoopbackServer
 from bench.workload import Load
 
 Run = Callable[[list[Job], Load, argparse.Namespace, Job], list[Outcome]]
+Runner = Callable[[CompletionsTarget], list[Outcome]]
 
 
 def warm_and_drive(
@@ -54,24 +57,31 @@ def run_llamacpp(jobs: list[Job], load: Load, args: argparse.Namespace, warm_up:
         return warm_and_drive(target, jobs, load, args, warm_up)
 
 
+def run_http(
+    server: LoopbackServer, target: Callable[[str], CompletionsTarget], run: Runner
+) -> list[Outcome]:
+    """Runs `run` against the server's target; the server is stopped before the target's client
+    threads are joined, so that an interrupted run does not wait for its streams to end."""
+    client = None
+    try:
+        with server:
+            client = target(server.url)
+            return run(client)
+    finally:
+        if client is not None:
+            client.close()
+
+
 def run_llamacpp_server(jobs: list[Job], load: Load, args: argparse.Namespace, warm_up: Job) -> list[Outcome]:
-    with llamacpp.server(gguf(), args.out / "llama.cpp-server.log") as server:
-        target = llamacpp.server_target(server.url)
-        try:
-            return warm_and_drive(target, jobs, load, args, warm_up)
-        finally:
-            target.close()
+    server = llamacpp.server(gguf(), args.out / "llama.cpp-server.log")
+    return run_http(server, llamacpp.server_target, lambda t: warm_and_drive(t, jobs, load, args, warm_up))
 
 
 def run_vllm(jobs: list[Job], load: Load, args: argparse.Namespace, warm_up: Job) -> list[Outcome]:
     folder = artifact()
     assert folder is not None  # checked by why_not before any run
-    with vllm_peer.server(folder, args.out / "vllm.log", args.vllm_dtype) as server:
-        target = vllm_peer.target(server.url)
-        try:
-            return warm_and_drive(target, jobs, load, args, warm_up)
-        finally:
-            target.close()
+    server = vllm_peer.server(folder, args.out / "vllm.log", args.vllm_dtype)
+    return run_http(server, vllm_peer.target, lambda t: warm_and_drive(t, jobs, load, args, warm_up))
 
 
 @dataclass(slots=True, frozen=True)

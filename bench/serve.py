@@ -33,6 +33,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -190,6 +192,8 @@ def main() -> int:
     from bench.serve_report import write_report
 
     args = parse_args()
+    # A SIGTERM unwinds like Ctrl-C, so that every peer server started is stopped on the way out.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     mix = MIXES[args.mix]
     n = args.requests or mix.requests
     plan = loads(mix, n, args.rates, args.concurrency)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from bench.metrics import Outcome
-from bench.peers import PEERS, Peer, unavailable
+from bench.peers import PEERS, Peer, run_http, unavailable
 
 
 def never_run(*args: object) -> list[Outcome]:
@@ -22,3 +24,44 @@ def test_only_wanted_peers_that_cannot_run_are_reported_with_their_reasons() -> 
 
 def test_the_peers_are_the_two_llama_cpp_targets_and_vllm() -> None:
     assert sorted(PEERS) == ["llama.cpp", "llama.cpp-server", "vllm"]
+
+
+class Recorder:
+    """A stand-in for a LoopbackServer and its CompletionsTarget that records what happens to them."""
+
+    url = "http://127.0.0.1:1"
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def __enter__(self) -> Recorder:
+        self.events.append("server started")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.events.append("server stopped")
+
+    def target(self, url: str) -> Recorder:
+        self.events.append(f"client for {url}")
+        return self
+
+    def close(self) -> None:
+        self.events.append("client closed")
+
+
+def test_an_interrupted_http_run_stops_the_server_before_joining_its_client() -> None:
+    rec = Recorder()
+
+    def interrupted(_: object) -> list[Outcome]:
+        rec.events.append("run")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_http(rec, rec.target, interrupted)  # type: ignore[arg-type]
+    assert rec.events == [
+        "server started",
+        "client for http://127.0.0.1:1",
+        "run",
+        "server stopped",
+        "client closed",
+    ]
