@@ -32,9 +32,12 @@ async def test_cumulative_usage_event_every_32_tokens_then_final(channel) -> Non
         if e.HasField("usage"):
             assert e.usage.usage.output_tokens == streamed  # cumulative, up to this point
             usages.append(e.usage.usage.output_tokens)
-    # every 32 tokens (or 2 s: a slow step may add one), then the closing one at 80
-    assert usages[-1] == 80 and {32, 64} <= set(usages)
-    assert usages == sorted(usages)
+    # at least every 32 tokens (sooner when 2 s pass first: a busy machine moves the count, so the
+    # assertion is on the gaps), then the closing one at 80
+    widest_delta = max(len(e.delta.token_ids) for e in events)
+    gaps = [b - a for a, b in zip([0, *usages], usages, strict=False)]
+    assert usages[-1] == 80 and len(usages) >= 3
+    assert all(0 < g <= 32 + widest_delta - 1 for g in gaps[:-1]), usages
     assert events[-2].HasField("usage") and events[-1].finished.reason == Reason.OUTPUT_LIMIT
     assert [e.sequence for e in events] == list(range(1, len(events) + 1))
 
