@@ -124,3 +124,23 @@ class ApiKeyConflict(ControlError):
 
     def __str__(self) -> str:
         return f"an API key of tenant {self.tenant_id} belongs to another tenant"
+
+
+@dataclass(slots=True)
+class InvalidAlias(ControlError):
+    """INVALID_ARGUMENT: an alias must be non-empty, at most 128 characters, and without '@'."""
+
+    alias: str
+
+    def __str__(self) -> str:
+        return f"alias {self.alias!r} must be non-empty, at most 128 characters, and without '@'"
+
+
+@dataclass(slots=True)
+class InvalidRoute(ControlError):
+    """INVALID_ARGUMENT: a route needs at least one target, every weight positive."""
+
+    alias: str
+
+    def __str__(self) -> str:
+        return f"the route of {self.alias!r} needs at least one target, every weight positive"

@@ -5,7 +5,8 @@
 
 A version id ("name@version") is immutable: registering it again with the same content is a no-op,
 with other content `ModelVersionConflict`. An alias resolves to one READY version per admission,
-picked by route weight from a caller-supplied uniform draw (randomness is injected).
+picked by route weight from a caller-supplied uniform draw (randomness is injected). Every write
+bumps the catalog revision (control/revision.py) so frontends reload their caches.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from datetime import datetime
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from control.errors import ModelVersionConflict, UnknownModelVersion
-from control.models import AliasRoute, ModelVersion, ModelVersionStatus
+from control.errors import InvalidAlias, InvalidRoute, ModelVersionConflict, UnknownModelVersion
+from control.models import AliasRoute, ModelVersion, ModelVersionStatus, RouteOrigin
+from control.revision import bump_revision
 
 V = ModelVersionStatus
 VERSION_TRANSITIONS: dict[ModelVersionStatus, frozenset[ModelVersionStatus]] = {
@@ -76,6 +78,7 @@ def register_version(session: Session, spec: VersionSpec, *, now: datetime) -> M
     )
     session.add(version)
     session.flush()
+    bump_revision(session, now=now)
     return version
 
 
@@ -91,22 +94,54 @@ def set_version_status(
             raise ValueError(f"model version {version_id}: {version.status} -> {status} is not allowed")
         version.status = status
         version.updated_at = now
+        bump_revision(session, now=now)
     return version
 
 
-def set_alias_route(session: Session, alias: str, weights: Mapping[str, float]) -> None:
-    """Replaces the alias' route with `weights` (version id -> relative share > 0)."""
+def check_route(alias: str, weights: Mapping[str, float]) -> None:
+    """`InvalidAlias` / `InvalidRoute` unless `alias` has no '@' and every weight is positive."""
+    if not alias or "@" in alias or len(alias) > 128:
+        raise InvalidAlias(alias[:128])
     if not weights or any(w <= 0 for w in weights.values()):
-        raise ValueError("an alias route needs at least one version, each with a positive weight")
-    if "@" in alias or not alias:
-        raise ValueError(f"alias {alias!r} must be non-empty and contain no '@'")
+        raise InvalidRoute(alias)
+
+
+def pick_target(route: Mapping[str, float], draw: float) -> str:
+    """The route leg holding `draw` (uniform in [0, 1)): each leg takes weight / total of [0, 1),
+    legs in version-id order. The one weighted draw of the platform (admission pins with it)."""
+    if not 0.0 <= draw < 1.0:
+        raise ValueError("draw must be in [0, 1)")
+    legs = sorted(route.items())
+    point = draw * sum(weight for _, weight in legs)
+    for version_id, weight in legs:
+        if point < weight:
+            return version_id
+        point -= weight
+    return legs[-1][0]
+
+
+def set_alias_route(
+    session: Session,
+    alias: str,
+    weights: Mapping[str, float],
+    *,
+    now: datetime,
+    origin: RouteOrigin = RouteOrigin.ADMIN,
+) -> None:
+    """Replaces the alias' route with `weights` (version id -> relative share > 0), written by
+    `origin`. `InvalidAlias`, `InvalidRoute`, or `UnknownModelVersion` for a version not registered."""
+    check_route(alias, weights)
     known = set(session.scalars(select(ModelVersion.id).where(ModelVersion.id.in_(weights))))
     missing = sorted(set(weights) - known)
     if missing:
         raise UnknownModelVersion(missing[0])
     session.execute(delete(AliasRoute).where(AliasRoute.alias == alias))
-    session.add_all(AliasRoute(alias=alias, model_version_id=v, weight=w) for v, w in sorted(weights.items()))
+    session.add_all(
+        AliasRoute(alias=alias, model_version_id=v, weight=w, origin=origin)
+        for v, w in sorted(weights.items())
+    )
     session.flush()
+    bump_revision(session, now=now)
 
 
 def alias_routes(session: Session, alias: str) -> dict[str, float]:
@@ -116,9 +151,29 @@ def alias_routes(session: Session, alias: str) -> dict[str, float]:
     return {version_id: weight for version_id, weight in rows}
 
 
+def all_routes(session: Session) -> dict[str, dict[str, float]]:
+    """alias -> {version id: weight}, every alias."""
+    routes: dict[str, dict[str, float]] = {}
+    for alias, version_id, weight in session.execute(
+        select(AliasRoute.alias, AliasRoute.model_version_id, AliasRoute.weight)
+    ):
+        routes.setdefault(alias, {})[version_id] = weight
+    return routes
+
+
+def route_origin(session: Session, alias: str) -> RouteOrigin | None:
+    """Who wrote the alias' route; None when it has none."""
+    origin = session.scalars(select(AliasRoute.origin).where(AliasRoute.alias == alias)).first()
+    return None if origin is None else RouteOrigin(origin)
+
+
+def versions_with_status(session: Session, *statuses: ModelVersionStatus) -> list[ModelVersion]:
+    return list(session.scalars(select(ModelVersion).where(ModelVersion.status.in_(statuses))))
+
+
 def resolve_model(session: Session, model: str, *, draw: float) -> ModelVersion:
-    """An alias or "name@version" -> one READY version. `draw` is uniform in [0, 1): it picks a
-    route leg by weight (legs in version-id order). `UnknownModelVersion` if nothing READY matches."""
+    """An alias or "name@version" -> one READY version, the route leg picked by `pick_target`.
+    `UnknownModelVersion` if nothing READY matches."""
     if not 0.0 <= draw < 1.0:
         raise ValueError("draw must be in [0, 1)")
     if "@" in model:
@@ -130,13 +185,8 @@ def resolve_model(session: Session, model: str, *, draw: float) -> ModelVersion:
         select(ModelVersion, AliasRoute.weight)
         .join(AliasRoute, AliasRoute.model_version_id == ModelVersion.id)
         .where(AliasRoute.alias == model, ModelVersion.status == ModelVersionStatus.READY)
-        .order_by(ModelVersion.id)
     ).all()
     if not legs:
         raise UnknownModelVersion(model)
-    point = draw * sum(weight for _, weight in legs)
-    for version, weight in legs:
-        if point < weight:
-            return version
-        point -= weight
-    return legs[-1][0]
+    by_id = {version.id: version for version, _ in legs}
+    return by_id[pick_target({version.id: weight for version, weight in legs}, draw)]

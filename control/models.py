@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 from datetime import datetime
 
-from sqlalchemy import Enum, ForeignKey, Index, String, UniqueConstraint
+from sqlalchemy import BigInteger, Enum, ForeignKey, Index, String, UniqueConstraint, false
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from control.base import Base
@@ -31,9 +31,17 @@ class ModelVersionStatus(enum.StrEnum):
 
 
 class WorkerHealth(enum.StrEnum):
+    """What a worker's last heartbeat observed (draining is the operator's flag, `Worker.draining`)."""
+
     SERVING = "SERVING"
     NOT_SERVING = "NOT_SERVING"
-    DRAINING = "DRAINING"  # finishes its live generations, takes no new ones
+
+
+class RouteOrigin(enum.StrEnum):
+    """Who wrote an alias route: the config re-seeds only the routes it wrote (control/catalog.py)."""
+
+    CONFIG = "config"
+    ADMIN = "admin"
 
 
 class Tenant(Base):
@@ -93,6 +101,7 @@ class AliasRoute(Base):
     alias: Mapped[str] = mapped_column(ID, primary_key=True)
     model_version_id: Mapped[str] = mapped_column(ForeignKey("model_versions.id"), primary_key=True)
     weight: Mapped[float]
+    origin: Mapped[RouteOrigin] = mapped_column(String(16), server_default=RouteOrigin.ADMIN.value)
 
     model_version: Mapped[ModelVersion] = relationship(lazy="raise")
 
@@ -107,6 +116,7 @@ class Worker(Base):
     health: Mapped[WorkerHealth] = mapped_column(_enum(WorkerHealth, "health"))
     free_blocks: Mapped[int]  # advertised free KV-cache blocks
     last_heartbeat: Mapped[datetime]
+    draining: Mapped[bool] = mapped_column(server_default=false())  # Admin: no new generations
 
     loaded_versions: Mapped[list[WorkerVersion]] = relationship(
         lazy="raise", cascade="all, delete-orphan", passive_deletes=True
@@ -175,3 +185,14 @@ class Attempt(Base):
     terminal_reason: Mapped[str | None] = mapped_column(String(64))  # e.g. LEASE_EXPIRED, SUPERSEDED
 
     generation: Mapped[Generation] = relationship(back_populates="attempts", lazy="raise")
+
+
+class CatalogRevision(Base):
+    """One row (id 1): bumped in the transaction of every catalog write (tenants, keys, versions,
+    routes, worker drain flags); frontends poll it and reload their caches when it moves."""
+
+    __tablename__ = "catalog_revisions"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    revision: Mapped[int] = mapped_column(BigInteger)
+    updated_at: Mapped[datetime]

@@ -1,5 +1,6 @@
-"""The worker registry: each heartbeat replaces what a worker advertises. Free blocks are an
-estimate for routing; the worker's own atomic block reservation is what admits a sequence."""
+"""The worker registry: each heartbeat replaces what a worker advertises (address, health, free
+blocks, loaded versions). Free blocks are an estimate for routing; the worker's own atomic block
+reservation is what admits a sequence. The drain flag is the operator's, and only Admin changes it."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from control.models import Worker, WorkerHealth, WorkerVersion
+from control.revision import bump_revision
 
 
 @dataclass(slots=True, frozen=True)
@@ -30,7 +32,7 @@ def heartbeat(session: Session, report: WorkerReport, *, now: datetime) -> Worke
     by the foreign key)."""
     worker = session.get(Worker, report.worker_id, with_for_update=True, populate_existing=True)
     if worker is None:
-        worker = Worker(id=report.worker_id)
+        worker = Worker(id=report.worker_id, draining=False)
         session.add(worker)
     worker.address = report.address
     worker.health = report.health
@@ -51,19 +53,25 @@ def heartbeat(session: Session, report: WorkerReport, *, now: datetime) -> Worke
     return worker
 
 
-def set_worker_health(session: Session, worker_id: str, health: WorkerHealth) -> Worker | None:
-    """Drains (or restores) a worker; None if it is not registered."""
+def set_worker_draining(session: Session, worker_id: str, draining: bool, *, now: datetime) -> Worker | None:
+    """The operator's drain flag: a draining worker takes no new generations until undrained, across
+    restarts (heartbeats never change it). None if the worker is not registered."""
     worker = session.get(Worker, worker_id, with_for_update=True, populate_existing=True)
-    if worker is not None:
-        worker.health = health
+    if worker is not None and worker.draining != draining:
+        worker.draining = draining
+        bump_revision(session, now=now)
     return worker
+
+
+def draining_workers(session: Session) -> frozenset[str]:
+    return frozenset(session.scalars(select(Worker.id).where(Worker.draining)))
 
 
 def ready_workers(
     session: Session, version_id: str, *, now: datetime, stale_after: timedelta
 ) -> list[Worker]:
-    """SERVING workers with `version_id` loaded and a heartbeat newer than `stale_after`, most free
-    blocks first (ties by id)."""
+    """SERVING, undrained workers with `version_id` loaded and a heartbeat newer than `stale_after`,
+    most free blocks first (ties by id)."""
     return list(
         session.scalars(
             select(Worker)
@@ -71,6 +79,7 @@ def ready_workers(
             .where(
                 WorkerVersion.model_version_id == version_id,
                 Worker.health == WorkerHealth.SERVING,
+                Worker.draining.is_(False),
                 Worker.last_heartbeat > now - stale_after,
             )
             .order_by(Worker.free_blocks.desc(), Worker.id)

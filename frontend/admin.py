@@ -4,8 +4,12 @@ RegisterModelVersion  verifies an artifact (the manifest's sha256 as given, then
                       checksum), loads it on the workers and records it READY; idempotent
 SetAliasRoute         points an alias at versions with canary weights; generations already
                       admitted keep the version they were pinned to
-DrainWorker           the worker takes no new generations; its active ones finish
+DrainWorker           the worker takes no new generations (its active ones finish) until
+UndrainWorker         routes to it again
 ListWorkers           the worker pool as this frontend sees it
+
+Every change commits to the control store first (it survives restarts and reaches the other
+frontends through the catalog revision), then updates this frontend's caches.
 """
 
 from __future__ import annotations
@@ -13,14 +17,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import grpc
 
+from control.errors import InvalidAlias, InvalidRoute, UnknownModelVersion
 from control.model_versions import set_alias_route
-from control.models import WorkerHealth
 from control.store import Store
-from control.workers import set_worker_health
+from control.workers import set_worker_draining
 from engine.artifact import ArtifactIntegrityError
 from frontend.errors import ApiError, invalid_argument
 from frontend.registry import ModelRegistry, ServedVersion, load_version
@@ -32,11 +37,20 @@ Deploy = Callable[[ServedVersion], Awaitable[None]]  # loads a verified version 
 
 
 class AdminService(admin_pb2_grpc.AdminServicer):
-    def __init__(self, registry: ModelRegistry, pool: WorkerPool, store: Store, deploy: Deploy) -> None:
+    def __init__(
+        self,
+        registry: ModelRegistry,
+        pool: WorkerPool,
+        store: Store,
+        deploy: Deploy,
+        pump: Callable[[], None] = lambda: None,
+    ) -> None:
+        """pump: wakes generations waiting for worker room (an undrained worker has some)."""
         self.registry = registry
         self.pool = pool
         self.store = store
         self.deploy = deploy
+        self.pump = pump
         self._deploying = asyncio.Lock()
 
     async def RegisterModelVersion(
@@ -56,38 +70,55 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         self, request: admin_pb2.SetAliasRouteRequest, context: grpc.aio.ServicerContext
     ) -> models_pb2.AliasRoute:
         route = request.route
-        weights: dict[str, int] = {}
+        weights: dict[str, float] = {}
         for t in route.targets:
-            weights[t.version_id] = weights.get(t.version_id, 0) + t.weight
+            weights[t.version_id] = weights.get(t.version_id, 0.0) + t.weight
         try:
-            self.registry.set_route(route.alias, weights)
+            await asyncio.to_thread(self._record_route, route.alias, weights)
         except ApiError as e:
             await context.abort_with_status(e.to_status())
             raise AssertionError("unreachable") from e
-        await asyncio.to_thread(self._record_route, route.alias, weights)
+        self.registry.routes[route.alias] = dict(weights)
         return route_message(route.alias, self.registry.routes[route.alias])
 
-    def _record_route(self, alias: str, weights: dict[str, int]) -> None:
-        with self.store.transaction() as s:
-            set_alias_route(s, alias, {v: float(w) for v, w in weights.items()})
+    def _record_route(self, alias: str, weights: dict[str, float]) -> None:
+        try:
+            with self.store.transaction() as s:
+                set_alias_route(s, alias, weights, now=datetime.now(UTC))
+        except InvalidAlias as e:
+            raise invalid_argument("INVALID_ALIAS", str(e)) from e
+        except InvalidRoute as e:
+            raise invalid_argument("INVALID_ROUTE", str(e)) from e
+        except UnknownModelVersion as e:
+            raise invalid_argument("UNKNOWN_MODEL", str(e)[:200]) from e
 
     async def DrainWorker(
         self, request: admin_pb2.DrainWorkerRequest, context: grpc.aio.ServicerContext
     ) -> admin_pb2.Worker:
-        worker = self.pool.workers.get(request.worker_id)
-        if worker is None:
-            error = ApiError(
-                grpc.StatusCode.NOT_FOUND, "WORKER_NOT_FOUND", f"no worker {request.worker_id[:128]!r}"
-            )
+        return await self._set_draining(request.worker_id, True, context)
+
+    async def UndrainWorker(
+        self, request: admin_pb2.UndrainWorkerRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.Worker:
+        return await self._set_draining(request.worker_id, False, context)
+
+    async def _set_draining(
+        self, worker_id: str, draining: bool, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.Worker:
+        worker = self.pool.workers.get(worker_id)
+        recorded = worker is not None and await asyncio.to_thread(self._record_drain, worker_id, draining)
+        if worker is None or not recorded:
+            error = ApiError(grpc.StatusCode.NOT_FOUND, "WORKER_NOT_FOUND", f"no worker {worker_id[:128]!r}")
             await context.abort_with_status(error.to_status())
             raise AssertionError("unreachable")
-        worker.draining = True
-        await asyncio.to_thread(self._record_drain, worker.worker_id)
+        worker.draining = draining
+        if not draining:
+            self.pump()
         return worker_message(worker)
 
-    def _record_drain(self, worker_id: str) -> None:
+    def _record_drain(self, worker_id: str, draining: bool) -> bool:
         with self.store.transaction() as s:
-            set_worker_health(s, worker_id, WorkerHealth.DRAINING)
+            return set_worker_draining(s, worker_id, draining, now=datetime.now(UTC)) is not None
 
     async def ListWorkers(
         self, request: admin_pb2.ListWorkersRequest, context: grpc.aio.ServicerContext

@@ -17,7 +17,7 @@ from typing import Any
 
 import grpc
 
-from frontend.config import TenantSettings
+from control.tenants import TenantEntry
 from frontend.errors import ApiError, unauthenticated
 
 UNAUTHENTICATED_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
@@ -29,8 +29,7 @@ _current_tenant: contextvars.ContextVar[Tenant] = contextvars.ContextVar("tenant
 @dataclass(slots=True, frozen=True)
 class Tenant:
     id: str
-    weight: float
-    settings: TenantSettings
+    weight: float  # its share in weighted fair queuing
 
 
 def current_tenant() -> Tenant:
@@ -43,13 +42,20 @@ def _digest(key: str) -> bytes:
 
 
 class ApiKeyStore:
-    def __init__(self, tenants: Iterable[TenantSettings], admin_keys: Iterable[str] = ()) -> None:
+    """Key digests -> principals: the store's tenants (a cache, `replace`d when the catalog
+    changes, frontend/catalog.py) and this frontend's admin keys (from its config)."""
+
+    def __init__(self, tenants: Iterable[TenantEntry] = (), admin_keys: Iterable[str] = ()) -> None:
+        self._admin = {_digest(key) for key in admin_keys}
         self._by_digest: dict[bytes, Tenant | None] = {}  # None: an admin key
+        self.replace(tenants)
+
+    def replace(self, tenants: Iterable[TenantEntry]) -> None:
+        by_digest: dict[bytes, Tenant | None] = dict.fromkeys(self._admin)
         for t in tenants:
-            for key in t.api_keys:
-                self._by_digest[_digest(key)] = Tenant(t.id, t.weight, t)
-        for key in admin_keys:
-            self._by_digest[_digest(key)] = None
+            for digest in t.key_sha256:
+                by_digest.setdefault(bytes.fromhex(digest), Tenant(t.id, t.weight))
+        self._by_digest = by_digest
 
     def authenticate(self, metadata: Iterable[tuple[str, Any]] | None) -> Tenant:
         """The tenant of a tenant key; PERMISSION_DENIED for an admin key."""

@@ -1,21 +1,50 @@
-"""Records what this platform serves in the control store at start-up: its tenants (key digests,
-weights, quotas), its checksum-verified model versions (READY once a worker loaded them) and alias
-routes. Idempotent: a restart with the same config changes nothing."""
+"""The catalog, with the control store as its one authority (issue 11).
+
+    seed_catalog()   at start-up: the config's tenants, model versions and alias routes go into the
+                     store. The config changes only what it names: a tenant it lists takes its keys
+                     and quotas; an alias it lists gets the config's route only while that route is
+                     absent or was written by the config (an Admin route holds across restarts)
+    served_versions  what the store says to serve: every READY version (registered by a config or
+                     through Admin), loaded again after a restart
+    CatalogCache     this frontend's copy: routes, tenants and keys, worker drain flags. Reloaded
+                     whenever the store's catalog revision moves (polled every `refresh_s`; a
+                     counter rather than LISTEN/NOTIFY works on SQLite too, see control/revision.py)
+
+Admin writes commit to the store first, then update the cache (frontend/admin.py).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from control.model_versions import VersionSpec, register_version, set_alias_route, set_version_status
-from control.models import ModelVersionStatus
+from control.model_versions import (
+    VersionSpec,
+    alias_routes,
+    all_routes,
+    register_version,
+    route_origin,
+    set_alias_route,
+    set_version_status,
+    versions_with_status,
+)
+from control.models import ModelVersionStatus, RouteOrigin
+from control.revision import current_revision
 from control.store import Store
-from control.tenants import TenantSpec, upsert_tenant
-from frontend.config import PlatformConfig
+from control.tenants import TenantEntry, TenantSpec, tenant_directory, upsert_tenant
+from control.workers import draining_workers
+from frontend.auth import ApiKeyStore
 from frontend.registry import ModelRegistry, ServedVersion
+from frontend.routing import WorkerPool
 
 ROOT = Path(__file__).resolve().parent.parent
 SQLITE_PREFIX = "sqlite:///"
+log = logging.getLogger(__name__)
 
 
 def store_url(url: str) -> str:
@@ -42,24 +71,111 @@ def version_spec(version: ServedVersion) -> VersionSpec:
     )
 
 
-def record_catalog(store: Store, cfg: PlatformConfig, registry: ModelRegistry, *, now: datetime) -> None:
-    with store.transaction() as session:
-        for t in cfg.tenants:
-            upsert_tenant(
-                session,
-                TenantSpec(
-                    id=t.id,
-                    api_keys=t.api_keys,
-                    weight=t.weight,
-                    max_concurrent_generations=t.max_concurrent_generations,
-                    input_tokens_per_minute=t.input_tokens_per_minute,
-                    output_tokens_per_minute=t.output_tokens_per_minute,
-                    max_queued_tokens=t.max_queued_tokens,
-                ),
-                now=now,
-            )
-        for version in registry.versions.values():
-            register_version(session, version_spec(version), now=now)
-            set_version_status(session, version.version_id, ModelVersionStatus.READY, now=now)
-        for alias, route in registry.routes.items():
-            set_alias_route(session, alias, {v: float(w) for v, w in route.items()})
+def seed_catalog(
+    store: Store,
+    tenants: Iterable[TenantSpec],
+    routes: Iterable[tuple[str, ServedVersion]],
+    *,
+    now: datetime,
+) -> None:
+    """Records the config's tenants, its versions (REGISTERED until a worker loads them) and its
+    alias routes, in one transaction. Idempotent."""
+    with store.transaction() as s:
+        for tenant in tenants:
+            upsert_tenant(s, tenant, now=now)
+        for alias, version in routes:
+            register_version(s, version_spec(version), now=now)
+            origin = route_origin(s, alias)
+            if origin is RouteOrigin.ADMIN:
+                log.info("alias %s keeps the route set through Admin (not the config's)", alias)
+                continue
+            if alias_routes(s, alias) != {version.version_id: 100.0}:
+                set_alias_route(s, alias, {version.version_id: 100.0}, now=now, origin=RouteOrigin.CONFIG)
+
+
+def served_versions(store: Store) -> list[tuple[str, Path]]:
+    """(version id, artifact folder) of every READY version in the store."""
+    with store.transaction() as s:
+        rows = versions_with_status(s, ModelVersionStatus.READY)
+        return sorted((v.id, Path(v.artifact_uri)) for v in rows)
+
+
+def mark_ready(store: Store, versions: Iterable[ServedVersion], *, now: datetime) -> None:
+    """Records versions a worker has loaded as READY (registering any not yet known)."""
+    with store.transaction() as s:
+        for version in versions:
+            register_version(s, version_spec(version), now=now)
+            set_version_status(s, version.version_id, ModelVersionStatus.READY, now=now)
+
+
+@dataclass(slots=True, frozen=True)
+class CatalogSnapshot:
+    revision: int
+    tenants: tuple[TenantEntry, ...]
+    routes: dict[str, dict[str, float]]
+    draining: frozenset[str]  # worker ids
+
+
+def read_catalog(store: Store) -> CatalogSnapshot:
+    with store.transaction() as s:
+        return CatalogSnapshot(
+            revision=current_revision(s),
+            tenants=tuple(tenant_directory(s)),
+            routes=all_routes(s),
+            draining=draining_workers(s),
+        )
+
+
+class CatalogCache:
+    """Keeps the registry's routes, the API keys and the pool's drain flags equal to the store's."""
+
+    def __init__(
+        self, store: Store, registry: ModelRegistry, keys: ApiKeyStore, pool: WorkerPool, refresh_s: float
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.keys = keys
+        self.pool = pool
+        self.refresh_s = refresh_s
+        self.revision = -1  # of the snapshot applied last
+        self._task: asyncio.Task[None] | None = None
+
+    def apply(self, snapshot: CatalogSnapshot) -> None:
+        self.registry.routes = {alias: dict(route) for alias, route in snapshot.routes.items()}
+        self.keys.replace(snapshot.tenants)
+        for worker in self.pool.workers.values():
+            worker.draining = worker.worker_id in snapshot.draining
+        self.revision = snapshot.revision
+
+    async def refresh(self) -> bool:
+        """Reloads when the store's revision moved; True when it did."""
+        snapshot = await asyncio.to_thread(self._read_if_moved)
+        if snapshot is None:
+            return False
+        self.apply(snapshot)
+        log.info("catalog reloaded at revision %d", snapshot.revision)
+        return True
+
+    def _read_if_moved(self) -> CatalogSnapshot | None:
+        with self.store.transaction() as s:
+            if current_revision(s) == self.revision:
+                return None
+        return read_catalog(self.store)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._poll(), name="catalog-refresh")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _poll(self) -> None:
+        while True:
+            await asyncio.sleep(self.refresh_s)
+            try:
+                await self.refresh()
+            except Exception:  # the store may be briefly unreachable: keep the cache, try again
+                log.exception("catalog refresh failed")

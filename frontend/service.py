@@ -199,8 +199,8 @@ def version_message(version: ServedVersion, ready_workers: int) -> models_pb2.Mo
     )
 
 
-def route_message(alias: str, route: dict[str, int]) -> models_pb2.AliasRoute:
-    targets = [models_pb2.WeightedVersion(version_id=v, weight=w) for v, w in sorted(route.items())]
+def route_message(alias: str, route: dict[str, float]) -> models_pb2.AliasRoute:
+    targets = [models_pb2.WeightedVersion(version_id=v, weight=round(w)) for v, w in sorted(route.items())]
     return models_pb2.AliasRoute(alias=alias, targets=targets)
 
 

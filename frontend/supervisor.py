@@ -3,7 +3,7 @@
 Every `interval_s` it checks each worker's process: one that has died is marked unhealthy (routing
 skips it; its streams have already ended INTERRUPTED, never restarted), then restarted and its
 versions reloaded, and routable again once they are ready. A failed restart is retried after
-`retry_s`. Every `heartbeat_s` it writes each worker's state (SERVING, DRAINING or NOT_SERVING,
+`retry_s`. Every `heartbeat_s` it writes each worker's state (SERVING or NOT_SERVING,
 estimated free blocks, loaded versions) to the control store's worker registry.
 """
 
@@ -70,7 +70,7 @@ class Supervisor:
             if now - last_beat >= self.heartbeat_s:
                 last_beat = now
                 try:
-                    await asyncio.to_thread(self._heartbeat)
+                    await asyncio.to_thread(self.heartbeat)
                 except Exception:
                     log.exception("worker registry heartbeat failed")
             await asyncio.sleep(self.interval_s)
@@ -98,16 +98,12 @@ class Supervisor:
         log.info("worker %s restarted", worker.worker_id)
         self.dispatcher.pump()
 
-    def _heartbeat(self) -> None:
+    def heartbeat(self) -> None:
+        """Writes every worker's state to the registry (the drain flag is Admin's, not written here)."""
         now = datetime.now(UTC)
         with self.store.transaction() as s:
             for handle in self.pool.workers.values():
-                if handle.draining:
-                    health = WorkerHealth.DRAINING
-                elif handle.healthy:
-                    health = WorkerHealth.SERVING
-                else:
-                    health = WorkerHealth.NOT_SERVING
+                health = WorkerHealth.SERVING if handle.healthy else WorkerHealth.NOT_SERVING
                 report = WorkerReport(
                     worker_id=handle.worker_id,
                     address=handle.address,

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Engine, inspect, select
+from sqlalchemy import Engine, inspect, select, text
 
 from billing.models import UsageEvent, Watermark
 from control.attempts import start_attempt
@@ -47,7 +47,7 @@ def add_rows(engine: Engine) -> None:
 
 
 def test_a_single_head() -> None:
-    assert heads() == ("0002",)
+    assert heads() == ("0003",)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -55,7 +55,7 @@ def test_upgrade_from_empty_matches_the_models(backend: str, tmp_path: Path) -> 
     with empty_engine(backend, tmp_path) as engine:
         assert current(engine) is None
         upgrade(engine)
-        assert current(engine) == "0002"
+        assert current(engine) == "0003"
         assert tables(engine) == ALL_TABLES
         with engine.connect() as connection:
             diff = compare_metadata(MigrationContext.configure(connection), Base.metadata)
@@ -67,9 +67,11 @@ def test_downgrade_to_base_and_up_again_with_data_present(backend: str, tmp_path
     with empty_engine(backend, tmp_path) as engine:
         upgrade(engine)
         add_rows(engine)
+        downgrade(engine, "0002")
+        assert tables(engine) == ALL_TABLES - {"catalog_revisions"}
         downgrade(engine, "0001")
         assert current(engine) == "0001"
-        assert tables(engine) == ALL_TABLES - BILLING_TABLES
+        assert tables(engine) == ALL_TABLES - BILLING_TABLES - {"catalog_revisions"}
         with Store(engine).transaction() as session:
             assert session.scalars(select(Generation.request_id)).all() == ["r1"]
         downgrade(engine, "base")
@@ -104,10 +106,32 @@ def test_concurrent_upgrades_migrate_once(backend: str, tmp_path: Path) -> None:
         for t in threads:
             t.join()
         assert errors == []
-        assert current(engine) == "0002"
+        assert current(engine) == "0003"
         assert tables(engine) == ALL_TABLES
 
 
 def test_upgrade_is_idempotent(store: Store) -> None:
     upgrade(store.engine)
-    assert current(store.engine) == "0002"
+    assert current(store.engine) == "0003"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_0003_turns_a_draining_health_into_the_drain_flag_and_back(backend: str, tmp_path: Path) -> None:
+    with empty_engine(backend, tmp_path) as engine:
+        upgrade(engine, "0002")
+        with engine.begin() as connection:
+            connection.execute(
+                text(
+                    "INSERT INTO workers (id, address, health, free_blocks, last_heartbeat) "
+                    "VALUES ('w1', '127.0.0.1:1', 'DRAINING', 5, :t), ('w2', '127.0.0.1:2', 'SERVING', 5, :t)"
+                ),
+                {"t": T0},
+            )
+        upgrade(engine)
+        with engine.connect() as connection:
+            rows = connection.execute(text("SELECT id, health, draining FROM workers ORDER BY id")).all()
+        assert [tuple(r) for r in rows] == [("w1", "SERVING", True), ("w2", "SERVING", False)]
+        downgrade(engine, "0002")
+        with engine.connect() as connection:
+            rows = connection.execute(text("SELECT id, health FROM workers ORDER BY id")).all()
+        assert [tuple(r) for r in rows] == [("w1", "DRAINING"), ("w2", "SERVING")]

@@ -6,8 +6,16 @@ import pytest
 from sqlalchemy.exc import IntegrityError
 
 from control.models import WorkerHealth
+from control.revision import current_revision
 from control.store import Store
-from control.workers import WorkerReport, heartbeat, list_workers, ready_workers, set_worker_health
+from control.workers import (
+    WorkerReport,
+    draining_workers,
+    heartbeat,
+    list_workers,
+    ready_workers,
+    set_worker_draining,
+)
 from tests.control.builders import T0, VERSION_ID, add_version, at, version_spec
 
 H = WorkerHealth
@@ -44,10 +52,29 @@ def test_ready_workers_are_fresh_serving_and_loaded_most_free_first(store: Store
     with store.transaction() as session:
         ready = [w.id for w in ready_workers(session, VERSION_ID, now=at(10), stale_after=STALE)]
         assert ready == ["b", "f", "a"]
-        set_worker_health(session, "b", H.DRAINING)
-        assert set_worker_health(session, "zz", H.DRAINING) is None
+        set_worker_draining(session, "b", True, now=at(10))
+        assert set_worker_draining(session, "zz", True, now=at(10)) is None
     with store.transaction() as session:
         assert [w.id for w in ready_workers(session, VERSION_ID, now=at(10), stale_after=STALE)] == ["f", "a"]
+
+
+def test_the_drain_flag_is_the_operators_and_heartbeats_keep_it(store: Store) -> None:
+    with store.transaction() as session:
+        add_version(session)
+        heartbeat(session, report("a", 10, VERSION_ID), now=T0)
+        before = current_revision(session)
+        set_worker_draining(session, "a", True, now=at(1))
+        assert current_revision(session) == before + 1
+        set_worker_draining(session, "a", True, now=at(2))  # no change: no new revision
+        assert current_revision(session) == before + 1
+    with store.transaction() as session:
+        worker = heartbeat(session, report("a", 10, VERSION_ID), now=at(3))
+        assert (worker.health, worker.draining) == (H.SERVING, True)
+        assert draining_workers(session) == {"a"}
+        set_worker_draining(session, "a", False, now=at(4))
+    with store.transaction() as session:
+        assert draining_workers(session) == frozenset()
+        assert [w.id for w in ready_workers(session, VERSION_ID, now=at(5), stale_after=STALE)] == ["a"]
 
 
 def test_unknown_versions_and_negative_capacity_are_refused(store: Store) -> None:

@@ -177,7 +177,13 @@ async def test_drain_sends_new_work_elsewhere_and_lets_active_work_finish(ch, ad
         grpc.StatusCode.NOT_FOUND,
         "WORKER_NOT_FOUND",
     )
-    platform.pool.workers[busy[0]].draining = False  # restore for the next tests
+    undrained = await stub.UndrainWorker(admin_pb2.UndrainWorkerRequest(worker_id=busy[0]), metadata=admin())
+    assert not undrained.draining and not platform.pool.workers[busy[0]].draining
+    await expect_error(
+        lambda: stub.UndrainWorker(admin_pb2.UndrainWorkerRequest(worker_id="nope"), metadata=admin()),
+        grpc.StatusCode.NOT_FOUND,
+        "WORKER_NOT_FOUND",
+    )
 
 
 async def test_register_a_version_then_canary_route_to_it(

@@ -1,5 +1,5 @@
-"""At start-up the platform migrates the control store and records its tenants, its READY model
-versions and alias routes; doing it again changes nothing."""
+"""At start-up the platform migrates the control store and seeds it with its config: tenants, READY
+model versions and alias routes; seeding again changes nothing (not even the catalog revision)."""
 
 from __future__ import annotations
 
@@ -7,19 +7,24 @@ from datetime import UTC, datetime
 
 from sqlalchemy import func, select
 
-from control.model_versions import alias_routes
-from control.models import ApiKey, ModelVersion, ModelVersionStatus, Tenant
+from control.model_versions import alias_routes, route_origin
+from control.models import ApiKey, ModelVersion, ModelVersionStatus, RouteOrigin, Tenant
+from control.revision import current_revision
 from control.tenants import tenant_for_api_key
-from frontend.catalog import record_catalog
+from frontend.catalog import seed_catalog
 from frontend.platform import Platform
 from tests.e2e.conftest import KEY_ALPHA, KEY_BETA
 
 
-def test_catalog_is_recorded_and_idempotent(platform: Platform) -> None:
+def test_catalog_is_seeded_and_idempotent(platform: Platform) -> None:
     assert platform.store is not None
     version = platform.registry.resolve("smollm2-135m")
-    record_catalog(platform.store, platform.cfg, platform.registry, now=datetime.now(UTC))  # a restart
     with platform.store.transaction() as s:
+        before = current_revision(s)
+    routes = [("smollm2-135m", version)]
+    seed_catalog(platform.store, platform.cfg.tenants, routes, now=datetime.now(UTC))  # a restart
+    with platform.store.transaction() as s:
+        assert current_revision(s) == before
         assert sorted(s.scalars(select(Tenant.id))) == ["alpha", "beta", "delta", "gamma"]
         assert s.scalar(select(func.count()).select_from(ApiKey)) == 4
         alpha, beta = tenant_for_api_key(s, KEY_ALPHA), tenant_for_api_key(s, KEY_BETA)
@@ -29,3 +34,5 @@ def test_catalog_is_recorded_and_idempotent(platform: Platform) -> None:
         assert row is not None and row.status is ModelVersionStatus.READY
         assert row.weights_sha256 == version.manifest.files["model.safetensors"]
         assert alias_routes(s, "smollm2-135m") == {version.version_id: 100.0}  # all of the traffic
+        assert route_origin(s, "smollm2-135m") is RouteOrigin.CONFIG
+    assert platform.registry.routes == {"smollm2-135m": {version.version_id: 100.0}}

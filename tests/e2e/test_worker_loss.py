@@ -12,8 +12,8 @@ import grpc
 
 from billing.aggregator import UsageAggregator
 from build.triton import free_port
+from control.tenants import TenantEntry, hash_api_key
 from frontend.auth import ApiKeyStore
-from frontend.config import TenantSettings
 from frontend.generations import GenerationManager
 from frontend.platform import Platform
 from frontend.routing import Dispatcher, WorkerHandle, WorkerPool
@@ -25,7 +25,7 @@ from tests.e2e.conftest import KEY_ALPHA, auth, platform_config
 from tests.e2e.test_errors import expect_error
 
 Reason = pb.Finished.Reason
-KEYS = ApiKeyStore([TenantSettings("alpha", (KEY_ALPHA,))])
+KEYS = ApiKeyStore([TenantEntry("alpha", 1.0, (hash_api_key(KEY_ALPHA),))])
 
 
 async def test_no_live_worker_is_unavailable(platform: Platform) -> None:

@@ -3,11 +3,16 @@ from __future__ import annotations
 import grpc
 import pytest
 
+from control.tenants import TenantEntry, hash_api_key
 from frontend.auth import ApiKeyStore
-from frontend.config import TenantSettings
 from frontend.errors import ApiError
 
-STORE = ApiKeyStore([TenantSettings("a", ("key-a",), weight=2.0), TenantSettings("b", ("key-b1", "key-b2"))])
+
+def entry(tenant_id: str, *keys: str, weight: float = 1.0) -> TenantEntry:
+    return TenantEntry(tenant_id, weight, tuple(hash_api_key(k) for k in keys))
+
+
+STORE = ApiKeyStore([entry("a", "key-a", weight=2.0), entry("b", "key-b1", "key-b2")])
 
 
 def test_bearer_key_resolves_its_tenant() -> None:
@@ -34,7 +39,7 @@ def test_bad_credentials_are_unauthenticated(metadata, message: str) -> None:
 
 
 def test_admin_keys_open_admin_only_and_tenant_keys_never_do() -> None:
-    keys = ApiKeyStore([TenantSettings("t1", ("k1",))], admin_keys=("root",))
+    keys = ApiKeyStore([entry("t1", "k1")], admin_keys=("root",))
     keys.authenticate_admin([("authorization", "Bearer root")])
     with pytest.raises(ApiError) as e:
         keys.authenticate_admin([("authorization", "Bearer k1")])
@@ -45,3 +50,13 @@ def test_admin_keys_open_admin_only_and_tenant_keys_never_do() -> None:
     with pytest.raises(ApiError) as e:
         keys.authenticate_admin([("authorization", "Bearer wrong")])
     assert e.value.code == grpc.StatusCode.UNAUTHENTICATED
+
+
+def test_replace_swaps_the_tenant_keys_and_keeps_the_admin_keys() -> None:
+    keys = ApiKeyStore([entry("t1", "k1")], admin_keys=("root",))
+    keys.replace([entry("t2", "k2", weight=3.0)])
+    assert keys.authenticate([("authorization", "Bearer k2")]).weight == 3.0
+    with pytest.raises(ApiError) as e:
+        keys.authenticate([("authorization", "Bearer k1")])
+    assert e.value.code == grpc.StatusCode.UNAUTHENTICATED
+    keys.authenticate_admin([("authorization", "Bearer root")])
