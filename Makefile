@@ -11,7 +11,7 @@ PROTOS := $(wildcard protos/llm/v1/*.proto)
 .PHONY: serve test setup setup-test artifact lint typecheck unit e2e clean
 
 serve: setup
-	$(PY) -m frontend.serve $(if $(CONFIG),--config $(CONFIG))
+	$(PY) -m serving $(if $(CONFIG),--config $(CONFIG))
 
 test: setup-test lint typecheck
 	$(PY) -m pytest -q -p no:cacheprovider
@@ -47,7 +47,7 @@ lint: $(VENV)/.test-deps llm/v1/.generated
 	$(PY) -m ruff format --check .
 
 typecheck: $(VENV)/.test-deps llm/v1/.generated
-	$(PY) -m mypy engine frontend build triton_models control billing bench tests
+	$(PY) -m mypy engine frontend serving build triton_models control billing bench tests
 
 unit: setup-test
 	$(PY) -m pytest -q -p no:cacheprovider tests --ignore=tests/e2e

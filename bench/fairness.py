@@ -36,12 +36,11 @@ from typing import Any
 import grpc
 
 from bench.metrics import percentile
-from bench.prompts import Encode, exact_prompt
+from bench.prompts import Encode, artifact_encoder, exact_prompt
 from frontend.config import ModelSettings, PlatformConfig, parse_config
-from frontend.platform import Platform, artifact_for
-from frontend.registry import load_version
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
+from serving import artifact_for, start_platform
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -226,18 +225,14 @@ def platform_config(spec: RunSpec, s: Scenario, store: Path) -> PlatformConfig:
 def run(spec: RunSpec, s: Scenario, prompts: Prompts) -> dict[str, Any]:
     """One fresh platform with this configuration: start, warm up, measure, tear down."""
 
-    async def serve(platform: Platform) -> dict[str, Any]:
-        async with platform.frontend("127.0.0.1:0") as (_, port):
-            return await scenario(port, s, prompts)
+    async def serve(work: Path) -> dict[str, Any]:
+        cfg = platform_config(spec, s, work / "control.sqlite")
+        async with start_platform(cfg, work_dir=work) as running:
+            return await scenario(int(running.address.rpartition(":")[2]), s, prompts)
 
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-fairness-") as work:
-        platform = Platform(platform_config(spec, s, Path(work) / "control.sqlite"), work_dir=Path(work))
-        platform.start_workers()
-        try:
-            result = asyncio.run(serve(platform))
-        finally:
-            platform.stop_workers()
+        result = asyncio.run(serve(Path(work)))
     return {
         "run": spec.name,
         "fair_share": spec.fair_share,
@@ -345,7 +340,7 @@ def main() -> int:
     args = parser.parse_args()
     s = Scenario(rate=args.rate, window_s=args.window, seed=args.seed, b_weight=args.b_weight)
     specs = run_order(args.budgets, args.fcfs_budgets)
-    prompts = Prompts(s, load_version(artifact_for(ModelSettings())).tokenizer.encode)
+    prompts = Prompts(s, artifact_encoder(artifact_for(ModelSettings())))
     for i in range(60):  # made up front, not while the clock runs (more are made if A needs them)
         prompts.doc(i)
     for k in [QUIET, *QUIET_RUNS, *range(len(arrivals(s.rate, s.window_s, s.seed)))]:

@@ -44,7 +44,7 @@ def gguf() -> Path:
 
 def artifact() -> Path | None:
     from frontend.config import ModelSettings
-    from frontend.platform import artifact_for
+    from serving import artifact_for
 
     try:
         return artifact_for(ModelSettings())

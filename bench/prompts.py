@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from pathlib import Path
 
 Encode = Callable[[str], list[int]]  # text -> token ids, as the frontend tokenizes a raw prompt
 
@@ -84,3 +85,11 @@ def workload_prompt(seed: int, index: int, body_tokens: int, prefix: str | None,
     if prefix is None:
         return exact_prompt(own, body_tokens, encode)
     return prefixed_prompt(prefix, own, len(encode(prefix)) + body_tokens, encode)
+
+
+def artifact_encoder(artifact_dir: Path) -> Encode:
+    """The model artifact's tokenizer, encoding a raw prompt as the frontend does (no special tokens)."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(artifact_dir / "tokenizer.json"))
+    return lambda text: list(tokenizer.encode(text, add_special_tokens=False).ids)

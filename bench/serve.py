@@ -46,11 +46,10 @@ import torch
 from bench.driver import Job, drive
 from bench.engine import hf_generate, load_hf
 from bench.metrics import Objectives, Outcome, summarize
-from bench.prompts import exact_prompt, workload_prompt
+from bench.prompts import artifact_encoder, exact_prompt, workload_prompt
 from bench.workload import MIXES, PREFIX_TOKENS, Load, Mix, build_requests, loads
 from frontend.config import ModelSettings, PlatformConfig, parse_config
-from frontend.platform import Platform, artifact_for
-from frontend.registry import load_version
+from serving import artifact_for, start_platform
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -61,13 +60,13 @@ TTFT_SLO_S, ITL_SLO_S = 2.0, 0.25
 
 def make_jobs(mix: Mix, n: int, seed: int) -> list[Job]:
     """The workload's requests with their prompts, each checked to be exactly its token count."""
-    tok = load_version(artifact_for(ModelSettings())).tokenizer
-    prefixes = [exact_prompt(f"{seed}/prefix/{k}", PREFIX_TOKENS, tok.encode) for k in range(mix.prefixes)]
+    encode = artifact_encoder(artifact_for(ModelSettings()))
+    prefixes = [exact_prompt(f"{seed}/prefix/{k}", PREFIX_TOKENS, encode) for k in range(mix.prefixes)]
     jobs = []
     for spec in build_requests(mix, n, seed):
         prefix = None if spec.prefix is None else prefixes[spec.prefix]
-        text = workload_prompt(seed, spec.index, spec.body_tokens, prefix, tok.encode)
-        ids = tuple(tok.encode(text))
+        text = workload_prompt(seed, spec.index, spec.body_tokens, prefix, encode)
+        ids = tuple(encode(text))
         if len(ids) != spec.prompt_tokens:
             raise RuntimeError(
                 f"request {spec.index}: {len(ids)} prompt tokens, expected {spec.prompt_tokens}"
@@ -108,10 +107,10 @@ def run_platform(jobs: list[Job], load: Load, args: argparse.Namespace, warm_up:
     """A fresh platform: start it, warm it up with one request, drive the load, tear it down."""
     from bench.targets import PlatformTarget
 
-    async def serve(platform: Platform) -> list[Outcome]:
+    async def serve(cfg: PlatformConfig, work: Path) -> list[Outcome]:
         async with (
-            platform.frontend("127.0.0.1:0") as (_, port),
-            grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel,
+            start_platform(cfg, work_dir=work) as running,
+            grpc.aio.insecure_channel(running.address) as channel,
         ):
             run_id = f"serve-{time.time_ns()}"
             target = PlatformTarget(channel, MODEL, KEYS, run_id)
@@ -122,12 +121,7 @@ def run_platform(jobs: list[Job], load: Load, args: argparse.Namespace, warm_up:
         cfg = platform_config(
             Path(work) / "control.sqlite", args.queue_wait_s, args.budget, args.quantization, args.dtype
         )
-        platform = Platform(cfg, work_dir=Path(work))
-        platform.start_workers()
-        try:
-            return asyncio.run(serve(platform))
-        finally:
-            platform.stop_workers()
+        return asyncio.run(serve(cfg, Path(work)))
 
 
 def run_transformers(jobs: list[Job], load: Load, args: argparse.Namespace, hf: Any) -> list[Outcome]:
@@ -143,9 +137,9 @@ def run_transformers(jobs: list[Job], load: Load, args: argparse.Namespace, hf: 
 def warm_up_job(seed: int) -> Job:
     from bench.workload import RequestSpec
 
-    tok = load_version(artifact_for(ModelSettings())).tokenizer
-    text = exact_prompt(f"{seed}/warm-up", 32, tok.encode)
-    return Job(RequestSpec(-1, "warm-up", 0, None, 32, 4), text, tuple(tok.encode(text)))
+    encode = artifact_encoder(artifact_for(ModelSettings()))
+    text = exact_prompt(f"{seed}/warm-up", 32, encode)
+    return Job(RequestSpec(-1, "warm-up", 0, None, 32, 4), text, tuple(encode(text)))
 
 
 def composition(jobs: list[Job]) -> str:

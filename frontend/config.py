@@ -6,6 +6,7 @@ With no file at all, the default config serves the default model and has one ten
 
 from __future__ import annotations
 
+import ipaddress
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -178,3 +179,19 @@ def _check(cfg: PlatformConfig, where: str) -> None:
         raise ConfigError(f"{where}: [telemetry] otlp_endpoint must be an http(s) URL")
     if not (cfg.store.url.startswith("sqlite:///") or cfg.store.url.startswith("postgresql")):
         raise ConfigError(f"{where}: store url must be sqlite:///… or postgresql+psycopg://…")
+
+
+def check_loopback_only(cfg: PlatformConfig) -> None:
+    """The development keys may only be served on a loopback address."""
+    local_admin = LOCAL_ADMIN_KEY in cfg.frontend.admin_api_keys
+    if not local_admin and not any(LOCAL_API_KEY in t.api_keys for t in cfg.tenants):
+        return
+    host = cfg.frontend.listen.rpartition(":")[0].strip("[]")
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise ConfigError(
+            f"the development API keys may only be served on loopback, not {cfg.frontend.listen}"
+        )

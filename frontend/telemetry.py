@@ -21,9 +21,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from frontend.config import TelemetrySettings
 from frontend.metrics import FrontendMetrics
 from llm.v1 import generations_pb2 as pb
 
@@ -173,3 +177,17 @@ def observe_generation(
     observer = GenerationObserver(tracer, metrics, tenant, version, root, received_s)
     observer.admitted(received_ns)
     return observer
+
+
+def tracer_provider(cfg: TelemetrySettings, extra: SpanProcessor | None) -> TracerProvider:
+    """The frontend's tracer provider: OTLP/HTTP when configured, console when asked, `extra`."""
+    provider = TracerProvider(resource=Resource.create({"service.name": "llm-frontend"}))
+    if cfg.otlp_endpoint:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=cfg.otlp_endpoint)))
+    if cfg.console_traces:
+        provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
+    if extra is not None:
+        provider.add_span_processor(extra)
+    return provider

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from frontend.admission import INTERACTIVE
 from frontend.config import PlatformConfig, parse_config
-from frontend.platform import Platform
+from serving.platform import Platform
 
 KEY_ALPHA = "key-alpha"
 KEY_BETA = "key-beta"

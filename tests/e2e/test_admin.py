@@ -18,9 +18,9 @@ import pytest_asyncio
 
 from engine.artifact import Manifest, derive_compatibility_key, derive_version, read_manifest, sha256_file
 from frontend.config import PlatformConfig
-from frontend.platform import Platform
 from llm.v1 import admin_pb2, admin_pb2_grpc, generations_pb2_grpc, models_pb2
 from llm.v1 import generations_pb2 as pb
+from serving.platform import Platform
 from tests.e2e.conftest import KEY_ALPHA, auth, platform_config
 from tests.e2e.test_errors import expect_error
 

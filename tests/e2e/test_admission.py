@@ -13,9 +13,9 @@ from google.protobuf.message import Message
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from frontend.platform import Platform
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
+from serving.platform import Platform
 from tests.e2e.conftest import KEY_BETA, KEY_DELTA, auth, interactive_allowance
 from tests.e2e.test_errors import expect_error
 

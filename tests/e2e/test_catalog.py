@@ -12,7 +12,7 @@ from control.models import ApiKey, ModelVersion, ModelVersionStatus, RouteOrigin
 from control.revision import current_revision
 from control.tenants import tenant_for_api_key
 from frontend.catalog import seed_catalog
-from frontend.platform import Platform
+from serving.platform import Platform
 from tests.e2e.conftest import KEY_ALPHA, KEY_BETA
 
 

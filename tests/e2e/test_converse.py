@@ -9,9 +9,9 @@ from collections import defaultdict
 import grpc
 
 from frontend.errors import error_info
-from frontend.platform import Platform
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
+from serving.platform import Platform
 from tests.e2e.conftest import KEY_BETA, auth, platform_config
 from tests.e2e.test_generate import generate, token_ids
 from tests.e2e.test_slow_consumer import recorded_reason, wait_for_state

@@ -6,9 +6,9 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from frontend.platform import Platform
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
+from serving.platform import Platform
 from tests.conftest import hf_greedy
 from tests.e2e.conftest import auth
 from tests.e2e.worker_metrics import frontend_scrape, wait_until, wait_until_idle

@@ -8,9 +8,9 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from billing.tenant_usage import generation_usage
-from frontend.platform import Platform
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc, usage_pb2, usage_pb2_grpc
+from serving.platform import Platform
 from tests.e2e.conftest import KEY_BETA, KEY_GAMMA, auth
 from tests.e2e.test_errors import expect_error
 from tests.e2e.test_generate import generate, token_ids

@@ -71,7 +71,7 @@ def test_serve_runs_until_sigterm_and_leaves_nothing_behind(tmp_path: Path) -> N
     )
     shm_before = shm_regions()
     serve = subprocess.Popen(
-        [sys.executable, "-m", "frontend.serve", "--config", str(config)],
+        [sys.executable, "-m", "serving", "--config", str(config)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

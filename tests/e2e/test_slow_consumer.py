@@ -9,9 +9,9 @@ import asyncio
 import grpc
 
 from control.generations import get_generation
-from frontend.platform import Platform
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
+from serving.platform import Platform
 from tests.e2e.conftest import auth, platform_config
 from tests.e2e.test_generate import token_ids
 from tests.e2e.worker_metrics import wait_until_idle

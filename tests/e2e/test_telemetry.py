@@ -9,9 +9,9 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from frontend.platform import Platform
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
+from serving.platform import Platform
 from tests.e2e.conftest import SPANS, auth
 from tests.e2e.worker_metrics import frontend_scrape
 

@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 import grpc
 
 from control.sweeper import sweep_expired_leases
-from frontend.platform import Platform
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
+from serving.platform import Platform
 from tests.e2e.conftest import auth
 from tests.e2e.worker_metrics import wait_until_idle
 

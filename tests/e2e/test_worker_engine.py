@@ -6,9 +6,9 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from frontend.platform import Platform
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
+from serving.platform import Platform
 from tests.e2e.conftest import KEY_ALPHA, KEY_BETA, auth, interactive_allowance
 from tests.e2e.test_errors import expect_error
 from tests.e2e.test_generate import assert_worker_is_free

@@ -15,12 +15,12 @@ from build.triton import free_port
 from control.tenants import TenantEntry, hash_api_key
 from frontend.auth import ApiKeyStore
 from frontend.generations import GenerationManager
-from frontend.platform import Platform
 from frontend.routing import Dispatcher, WorkerHandle, WorkerPool
 from frontend.server import frontend_server
 from frontend.worker import TritonWorker
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
+from serving.platform import Platform
 from tests.e2e.conftest import KEY_ALPHA, auth, platform_config
 from tests.e2e.test_errors import expect_error
 

@@ -18,9 +18,9 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from frontend.config import TelemetrySettings
-from frontend.platform import Platform
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
+from serving.platform import Platform
 from tests.e2e.conftest import auth, platform_config
 
 

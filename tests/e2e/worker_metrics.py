@@ -7,7 +7,7 @@ import re
 import urllib.request
 from collections.abc import Callable
 
-from frontend.platform import Platform
+from serving.platform import Platform
 
 PUBLISH_S = 0.6  # the worker republishes its gauges every 0.5 s while busy
 

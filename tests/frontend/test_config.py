@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from frontend.config import ConfigError, ModelSettings, load_config, parse_config
-from frontend.platform import Platform, check_loopback_only
+from serving.platform import Platform, check_loopback_only
 
 
 def test_default_config_serves_the_default_model_with_the_local_tenant() -> None:

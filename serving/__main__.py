@@ -1,6 +1,6 @@
 """`make serve`: runs the Triton worker(s) and the frontend in the foreground until SIGINT/SIGTERM.
 
-Run: `python -m frontend.serve [--config path.toml]`.
+Run: `python -m serving [--config path.toml]`.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 
 from frontend.config import LOCAL_ADMIN_KEY, LOCAL_API_KEY, LOCAL_TENANT, ConfigError, load_config
-from frontend.platform import Platform
+from serving.platform import Platform
 
-log = logging.getLogger("frontend.serve")
+log = logging.getLogger("serving")
 
 
 async def _serve(platform: Platform) -> None:

@@ -10,7 +10,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from build.triton import ModelDeployment, materialize_repository
 from frontend.config import PlatformConfig, parse_config
-from frontend.platform import engine_threads
+from serving.workers import engine_threads
 
 
 def config(*workers: int) -> PlatformConfig:

@@ -14,15 +14,12 @@ import contextlib
 import logging
 import time
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 from control.models import WorkerHealth
 from control.store import Store
 from control.workers import WorkerReport, heartbeat
 from frontend.routing import Dispatcher, WorkerHandle, WorkerPool
-
-if TYPE_CHECKING:
-    from frontend.platform import LocalWorker
+from serving.workers import LocalWorker
 
 log = logging.getLogger(__name__)
 

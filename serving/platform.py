@@ -5,107 +5,43 @@ the config (frontend/catalog.py; the store is the authority), materializes the T
 repository, starts one `tritonserver` per worker and loads the versions the store says to serve;
 `Platform.frontend()` then runs the gRPC frontend against them, with a supervisor that restarts a
 worker that dies and a cache of the catalog that follows the store.
-Used by `make serve` (frontend/serve.py) and the end-to-end tests.
+Used by `make serve` (serving/__main__.py), `start_platform` and the end-to-end tests.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
-import os
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import grpc
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor
+from opentelemetry.sdk.trace import SpanProcessor
 
 from billing.aggregator import UsageAggregator
-from build.triton import ModelDeployment, TritonServer, materialize_repository
+from build.triton import TritonServer, materialize_repository
 from control.store import Store, open_store
 from engine.artifact import ArtifactIntegrityError
 from frontend.admin import AdminService
 from frontend.admission import BATCH, INTERACTIVE, WaitPredictor
 from frontend.auth import ApiKeyStore
 from frontend.catalog import CatalogCache, mark_ready, read_catalog, seed_catalog, served_versions, store_url
-from frontend.config import (
-    DEFAULT_KV_CACHE_BLOCKS,
-    DEFAULT_MODEL_SOURCE,
-    LOCAL_ADMIN_KEY,
-    LOCAL_API_KEY,
-    ConfigError,
-    ModelSettings,
-    PlatformConfig,
-    TelemetrySettings,
-)
+from frontend.config import ModelSettings, PlatformConfig, check_loopback_only
 from frontend.generations import GatewaySettings, GenerationManager
 from frontend.metrics import FrontendMetrics
 from frontend.registry import ModelRegistry, ServedVersion, load_version
 from frontend.routing import Dispatcher, WorkerHandle, WorkerPool
 from frontend.server import frontend_server
-from frontend.supervisor import Supervisor
+from frontend.telemetry import tracer_provider
 from frontend.worker import TritonWorker
+from serving.supervisor import Supervisor
+from serving.workers import LocalWorker, artifact_for, deployment, engine_threads, kv_blocks, worker_port
 
 ROOT = Path(__file__).resolve().parent.parent
 log = logging.getLogger(__name__)
-
-
-def artifact_for(model: ModelSettings) -> Path:
-    """The verified artifact folder of a `[[models]]` entry, in its `quantization` scheme (built from
-    the GGUF, and quantized from the plain artifact, if needed)."""
-    from build.artifact import DEFAULT_NAME, ensure_artifact, ensure_quantized
-
-    if model.source == DEFAULT_MODEL_SOURCE:
-        return ensure_artifact(DEFAULT_NAME, quantization=model.quantization)
-    path = Path(model.source)
-    if not path.is_absolute():
-        path = ROOT / path
-    if not (path / "manifest.json").is_file():
-        raise ConfigError(f"model {model.alias}: source {model.source!r} is not an artifact folder")
-    try:
-        return ensure_quantized(path, model.quantization)
-    except ValueError as e:
-        raise ConfigError(f"model {model.alias}: {e}") from e
-
-
-def check_loopback_only(cfg: PlatformConfig) -> None:
-    """The development keys may only be served on a loopback address."""
-    local_admin = LOCAL_ADMIN_KEY in cfg.frontend.admin_api_keys
-    if not local_admin and not any(LOCAL_API_KEY in t.api_keys for t in cfg.tenants):
-        return
-    host = cfg.frontend.listen.rpartition(":")[0].strip("[]")
-    try:
-        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = False
-    if not loopback:
-        raise ConfigError(
-            f"the development API keys may only be served on loopback, not {cfg.frontend.listen}"
-        )
-
-
-@dataclass(slots=True)
-class LocalWorker:
-    """One `tritonserver` process this platform started, and the versions it loads."""
-
-    worker_id: str
-    server: TritonServer
-    versions: list[tuple[ModelSettings, ServedVersion]]
-
-    def load(self) -> None:
-        for _, version in self.versions:
-            self.server.load_model(version.triton_model_name)
-
-
-def _port(base: int, index: int) -> int:
-    """Worker i's port: the configured one plus 100 * i (0 stays 0: a free port)."""
-    return base + 100 * index if base else 0
 
 
 class Platform:
@@ -168,9 +104,9 @@ class Platform:
                 server = TritonServer(
                     repo,
                     self.work_dir,
-                    _port(t.grpc_port, i),
-                    _port(t.http_port, i),
-                    _port(t.metrics_port, i),
+                    worker_port(t.grpc_port, i),
+                    worker_port(t.http_port, i),
+                    worker_port(t.metrics_port, i),
                     t.exit_timeout_s,
                     trace_url=tel.otlp_endpoint if tel.worker_traces else "",
                 )
@@ -302,51 +238,3 @@ class Platform:
         for worker in self.workers:
             worker.server.load_model(version.triton_model_name)
             worker.versions.append((settings, version))  # reloaded if the worker restarts
-
-
-def engine_threads(cfg: PlatformConfig, cpus: int | None = None, env: dict[str, str] | None = None) -> int:
-    """Torch threads for each engine this platform starts: OMP_NUM_THREADS when the operator set it,
-    else the CPUs this process may use shared out among the configured models' engines (one per
-    worker each), at least one. Busy engines whose OpenMP threads together outnumber the cores wait
-    for each other's preempted threads at every parallel region (docs/architecture.md, "Threads on
-    a worker")."""
-    env = dict(os.environ) if env is None else env
-    if env.get("OMP_NUM_THREADS", "").strip().isdigit() and int(env["OMP_NUM_THREADS"]) > 0:
-        return int(env["OMP_NUM_THREADS"])
-    cpus = len(os.sched_getaffinity(0)) if cpus is None else cpus
-    engines = sum(m.workers for m in cfg.models)
-    return max(1, cpus // max(1, engines))
-
-
-def deployment(m: ModelSettings, v: ServedVersion, intra_op_threads: int = 0) -> ModelDeployment:
-    return ModelDeployment(
-        triton_model_name=v.triton_model_name,
-        artifact_dir=v.artifact_dir,
-        version=v.manifest.version,
-        dtype=m.dtype,  # "auto" is resolved by the worker, on its own CPU
-        block_size=m.block_size,
-        kv_cache_blocks=kv_blocks(m),
-        max_num_seqs=m.max_num_seqs,
-        max_num_batched_tokens=m.max_num_batched_tokens,
-        scheduler_policy=m.scheduler_policy,
-        fair_share=m.fair_share,
-        intra_op_threads=intra_op_threads,
-    )
-
-
-def tracer_provider(cfg: TelemetrySettings, extra: SpanProcessor | None) -> TracerProvider:
-    """The frontend's tracer provider: OTLP/HTTP when configured, console when asked, `extra`."""
-    provider = TracerProvider(resource=Resource.create({"service.name": "llm-frontend"}))
-    if cfg.otlp_endpoint:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=cfg.otlp_endpoint)))
-    if cfg.console_traces:
-        provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
-    if extra is not None:
-        provider.add_span_processor(extra)
-    return provider
-
-
-def kv_blocks(model: ModelSettings) -> int:
-    return model.kv_cache_blocks or DEFAULT_KV_CACHE_BLOCKS

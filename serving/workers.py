@@ -1,0 +1,91 @@
+"""The Triton workers of one machine: each model's verified artifact, what a worker's engine is
+started with, and the `tritonserver` processes this platform runs (docs/architecture.md, "Threads on
+a worker")."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from build.triton import ModelDeployment, TritonServer
+from frontend.config import (
+    DEFAULT_KV_CACHE_BLOCKS,
+    DEFAULT_MODEL_SOURCE,
+    ConfigError,
+    ModelSettings,
+    PlatformConfig,
+)
+from frontend.registry import ServedVersion
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def artifact_for(model: ModelSettings) -> Path:
+    """The verified artifact folder of a `[[models]]` entry, in its `quantization` scheme (built from
+    the GGUF, and quantized from the plain artifact, if needed)."""
+    from build.artifact import DEFAULT_NAME, ensure_artifact, ensure_quantized
+
+    if model.source == DEFAULT_MODEL_SOURCE:
+        return ensure_artifact(DEFAULT_NAME, quantization=model.quantization)
+    path = Path(model.source)
+    if not path.is_absolute():
+        path = ROOT / path
+    if not (path / "manifest.json").is_file():
+        raise ConfigError(f"model {model.alias}: source {model.source!r} is not an artifact folder")
+    try:
+        return ensure_quantized(path, model.quantization)
+    except ValueError as e:
+        raise ConfigError(f"model {model.alias}: {e}") from e
+
+
+@dataclass(slots=True)
+class LocalWorker:
+    """One `tritonserver` process this platform started, and the versions it loads."""
+
+    worker_id: str
+    server: TritonServer
+    versions: list[tuple[ModelSettings, ServedVersion]]
+
+    def load(self) -> None:
+        for _, version in self.versions:
+            self.server.load_model(version.triton_model_name)
+
+
+def worker_port(base: int, index: int) -> int:
+    """Worker i's port: the configured one plus 100 * i (0 stays 0: a free port)."""
+    return base + 100 * index if base else 0
+
+
+def engine_threads(cfg: PlatformConfig, cpus: int | None = None, env: dict[str, str] | None = None) -> int:
+    """Torch threads for each engine this platform starts: OMP_NUM_THREADS when the operator set it,
+    else the CPUs this process may use shared out among the configured models' engines (one per
+    worker each), at least one. Busy engines whose OpenMP threads together outnumber the cores wait
+    for each other's preempted threads at every parallel region (docs/architecture.md, "Threads on
+    a worker")."""
+    env = dict(os.environ) if env is None else env
+    if env.get("OMP_NUM_THREADS", "").strip().isdigit() and int(env["OMP_NUM_THREADS"]) > 0:
+        return int(env["OMP_NUM_THREADS"])
+    cpus = len(os.sched_getaffinity(0)) if cpus is None else cpus
+    engines = sum(m.workers for m in cfg.models)
+    return max(1, cpus // max(1, engines))
+
+
+def deployment(m: ModelSettings, v: ServedVersion, intra_op_threads: int = 0) -> ModelDeployment:
+    return ModelDeployment(
+        triton_model_name=v.triton_model_name,
+        artifact_dir=v.artifact_dir,
+        version=v.manifest.version,
+        dtype=m.dtype,  # "auto" is resolved by the worker, on its own CPU
+        block_size=m.block_size,
+        kv_cache_blocks=kv_blocks(m),
+        max_num_seqs=m.max_num_seqs,
+        max_num_batched_tokens=m.max_num_batched_tokens,
+        scheduler_policy=m.scheduler_policy,
+        fair_share=m.fair_share,
+        intra_op_threads=intra_op_threads,
+    )
+
+
+def kv_blocks(model: ModelSettings) -> int:
+    return model.kv_cache_blocks or DEFAULT_KV_CACHE_BLOCKS
