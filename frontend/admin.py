@@ -22,7 +22,6 @@ from pathlib import Path
 
 import grpc
 
-from control.errors import InvalidAlias, InvalidRoute, UnknownModelVersion
 from control.model_versions import set_alias_route
 from control.store import Store
 from control.workers import set_worker_draining
@@ -56,15 +55,11 @@ class AdminService(admin_pb2_grpc.AdminServicer):
     async def RegisterModelVersion(
         self, request: admin_pb2.RegisterModelVersionRequest, context: grpc.aio.ServicerContext
     ) -> models_pb2.ModelVersion:
-        try:
-            version = await asyncio.to_thread(verified_artifact, request)
-            async with self._deploying:
-                if version.version_id not in self.registry.versions:
-                    await self.deploy(version)
-            return version_message(version, await ready_workers(self.pool, version))
-        except ApiError as e:
-            await context.abort_with_status(e.to_status())
-            raise AssertionError("unreachable") from e
+        version = await asyncio.to_thread(verified_artifact, request)
+        async with self._deploying:
+            if version.version_id not in self.registry.versions:
+                await self.deploy(version)
+        return version_message(version, await ready_workers(self.pool, version))
 
     async def SetAliasRoute(
         self, request: admin_pb2.SetAliasRouteRequest, context: grpc.aio.ServicerContext
@@ -73,44 +68,29 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         weights: dict[str, float] = {}
         for t in route.targets:
             weights[t.version_id] = weights.get(t.version_id, 0.0) + t.weight
-        try:
-            await asyncio.to_thread(self._record_route, route.alias, weights)
-        except ApiError as e:
-            await context.abort_with_status(e.to_status())
-            raise AssertionError("unreachable") from e
+        await asyncio.to_thread(self._record_route, route.alias, weights)
         self.registry.routes[route.alias] = dict(weights)
         return route_message(route.alias, self.registry.routes[route.alias])
 
     def _record_route(self, alias: str, weights: dict[str, float]) -> None:
-        try:
-            with self.store.transaction() as s:
-                set_alias_route(s, alias, weights, now=datetime.now(UTC))
-        except InvalidAlias as e:
-            raise invalid_argument("INVALID_ALIAS", str(e)) from e
-        except InvalidRoute as e:
-            raise invalid_argument("INVALID_ROUTE", str(e)) from e
-        except UnknownModelVersion as e:
-            raise invalid_argument("UNKNOWN_MODEL", str(e)[:200]) from e
+        with self.store.transaction() as s:
+            set_alias_route(s, alias, weights, now=datetime.now(UTC))
 
     async def DrainWorker(
         self, request: admin_pb2.DrainWorkerRequest, context: grpc.aio.ServicerContext
     ) -> admin_pb2.Worker:
-        return await self._set_draining(request.worker_id, True, context)
+        return await self._set_draining(request.worker_id, True)
 
     async def UndrainWorker(
         self, request: admin_pb2.UndrainWorkerRequest, context: grpc.aio.ServicerContext
     ) -> admin_pb2.Worker:
-        return await self._set_draining(request.worker_id, False, context)
+        return await self._set_draining(request.worker_id, False)
 
-    async def _set_draining(
-        self, worker_id: str, draining: bool, context: grpc.aio.ServicerContext
-    ) -> admin_pb2.Worker:
+    async def _set_draining(self, worker_id: str, draining: bool) -> admin_pb2.Worker:
         worker = self.pool.workers.get(worker_id)
         recorded = worker is not None and await asyncio.to_thread(self._record_drain, worker_id, draining)
         if worker is None or not recorded:
-            error = ApiError(grpc.StatusCode.NOT_FOUND, "WORKER_NOT_FOUND", f"no worker {worker_id[:128]!r}")
-            await context.abort_with_status(error.to_status())
-            raise AssertionError("unreachable")
+            raise ApiError(grpc.StatusCode.NOT_FOUND, "WORKER_NOT_FOUND", f"no worker {worker_id[:128]!r}")
         worker.draining = draining
         if not draining:
             self.pump()

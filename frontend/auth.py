@@ -115,16 +115,16 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
 def _wrap(handler: grpc.RpcMethodHandler, tenant: Tenant | ApiError | None) -> grpc.RpcMethodHandler:
     """The same handler, run with the tenant set (None: an admin call), or aborting."""
 
-    async def deny(context: grpc.aio.ServicerContext) -> None:
+    def deny() -> None:  # raised inside the handler: frontend/error_map.py turns it into the status
         assert isinstance(tenant, ApiError)
-        await context.abort_with_status(tenant.to_status())
+        raise tenant
 
     if handler.unary_unary or handler.stream_unary:
         inner = handler.unary_unary or handler.stream_unary
 
         async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
             if isinstance(tenant, ApiError):
-                await deny(context)
+                deny()
             if isinstance(tenant, Tenant):
                 _current_tenant.set(tenant)
             return await inner(request, context)
@@ -140,7 +140,7 @@ def _wrap(handler: grpc.RpcMethodHandler, tenant: Tenant | ApiError | None) -> g
 
     async def streaming(request: Any, context: grpc.aio.ServicerContext) -> Any:
         if isinstance(tenant, ApiError):
-            await deny(context)
+            deny()
         if isinstance(tenant, Tenant):
             _current_tenant.set(tenant)
         async for item in inner_stream(request, context):

@@ -11,6 +11,7 @@ from grpc_reflection.v1alpha import reflection
 
 from frontend.admin import AdminService
 from frontend.auth import ApiKeyStore, AuthInterceptor
+from frontend.error_map import ErrorInterceptor
 from frontend.generations import GenerationManager
 from frontend.registry import ModelRegistry
 from frontend.routing import WorkerPool, ready_workers
@@ -57,7 +58,7 @@ async def frontend_server(
     admin: AdminService | None = None,
 ) -> AsyncIterator[tuple[grpc.aio.Server, int]]:
     """Starts the server on `listen` (port 0 picks one) and yields (server, bound port)."""
-    server = grpc.aio.server(interceptors=[AuthInterceptor(keys)])
+    server = grpc.aio.server(interceptors=[ErrorInterceptor(), AuthInterceptor(keys)])
     pool = manager.dispatcher.pool
     generations = GenerationsService(registry, manager, converse_window)
     generations_pb2_grpc.add_GenerationsServicer_to_server(generations, server)

@@ -19,7 +19,6 @@ from frontend.generations import GenerationManager, LiveGeneration
 from frontend.registry import ModelRegistry, ServedVersion
 from frontend.routing import WorkerPool, ready_workers
 from frontend.stream_log import Cursor, CursorExpired
-from frontend.tokenization import TemplateError
 from frontend.validation import ValidatedRequest, check_context, check_for_version, validate
 from llm.v1 import (
     generations_pb2,
@@ -37,10 +36,7 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 def tokenize(version: ServedVersion, req: ValidatedRequest) -> tuple[int, ...]:
     tok = version.tokenizer
     check_for_version(req.params, tok.vocab_size)
-    try:
-        ids = tok.encode(req.prompt) if req.prompt is not None else tok.encode_chat(req.messages or ())
-    except TemplateError as e:
-        raise invalid_argument("TEMPLATE_ERROR", str(e)) from e
+    ids = tok.encode(req.prompt) if req.prompt is not None else tok.encode_chat(req.messages or ())
     check_context(len(ids), req.params.max_output_tokens, version.context_length)
     return tuple(ids)
 
@@ -56,11 +52,7 @@ class GenerationsService(generations_pb2_grpc.GenerationsServicer):
     async def Generate(
         self, request: generations_pb2.GenerateRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[generations_pb2.GenerationEvent]:
-        try:
-            live = await self.start(current_tenant(), request)
-        except ApiError as e:
-            await context.abort_with_status(e.to_status())
-            return
+        live = await self.start(current_tenant(), request)
         async for event in self._follow(live, 0, context):
             yield event
 
@@ -92,14 +84,9 @@ class GenerationsService(generations_pb2_grpc.GenerationsServicer):
     ) -> AsyncIterator[generations_pb2.GenerationEvent]:
         tenant = current_tenant()
         live = self.manager.retained(tenant.id, request.generation_id)
-        if live is None:
-            try:  # NOT_FOUND for another tenant's or an unknown id; else its stream expired
-                await self.manager.get(tenant.id, generation_id=request.generation_id)
-                error = cursor_expired(request.generation_id)
-            except ApiError as e:
-                error = e
-            await context.abort_with_status(error.to_status())
-            return
+        if live is None:  # NOT_FOUND for another tenant's or an unknown id; else its stream expired
+            await self.manager.get(tenant.id, generation_id=request.generation_id)
+            raise cursor_expired(request.generation_id)
         async for event in self._follow(live, request.after_sequence, context):
             yield event
 
@@ -114,9 +101,8 @@ class GenerationsService(generations_pb2_grpc.GenerationsServicer):
         error: ApiError | None = None
         try:
             cursor = live.log.attach(after)
-        except CursorExpired:
-            await context.abort_with_status(cursor_expired(live.generation_id).to_status())
-            return
+        except CursorExpired as e:
+            raise cursor_expired(live.generation_id) from e
         # the RPC's end (completion, cancellation, disconnect) is seen by the context's callback,
         # not by this generator, which grpc may never resume once the client has gone
         self.manager.client_joined(live)
@@ -138,7 +124,7 @@ class GenerationsService(generations_pb2_grpc.GenerationsServicer):
         if error is None and live.error is not None and live.log.last_sequence == 0:
             error = live.error  # refused before its first event: the stream carries only the status
         if error is not None:
-            await context.abort_with_status(error.to_status())
+            raise error
 
     def _left(self, live: LiveGeneration, cursor: Cursor) -> None:
         live.log.detach(cursor)
@@ -148,25 +134,16 @@ class GenerationsService(generations_pb2_grpc.GenerationsServicer):
         self, request: generations_pb2.GetGenerationRequest, context: grpc.aio.ServicerContext
     ) -> generations_pb2.Generation:
         tenant = current_tenant()
-        try:
-            if request.WhichOneof("key") is None:
-                raise invalid_argument("MISSING_KEY", "one of generation_id or request_id is required")
-            return await self.manager.get(
-                tenant.id, generation_id=request.generation_id, request_id=request.request_id
-            )
-        except ApiError as e:
-            await context.abort_with_status(e.to_status())
-            raise AssertionError("unreachable") from e
+        if request.WhichOneof("key") is None:
+            raise invalid_argument("MISSING_KEY", "one of generation_id or request_id is required")
+        return await self.manager.get(
+            tenant.id, generation_id=request.generation_id, request_id=request.request_id
+        )
 
     async def CancelGeneration(
         self, request: generations_pb2.CancelGenerationRequest, context: grpc.aio.ServicerContext
     ) -> generations_pb2.Generation:
-        tenant = current_tenant()
-        try:
-            return await self.manager.cancel(tenant.id, request.generation_id)
-        except ApiError as e:
-            await context.abort_with_status(e.to_status())
-            raise AssertionError("unreachable") from e
+        return await self.manager.cancel(current_tenant().id, request.generation_id)
 
     async def Converse(
         self,
@@ -175,11 +152,8 @@ class GenerationsService(generations_pb2_grpc.GenerationsServicer):
     ) -> AsyncIterator[generations_pb2.GenerationEvent]:
         conversation = Conversation(current_tenant(), self.start, self.manager, self.converse_window)
         context.add_done_callback(lambda _: conversation.close())
-        try:
-            async for event in conversation.events(request_iterator):
-                yield event
-        except ApiError as e:
-            await context.abort_with_status(e.to_status())
+        async for event in conversation.events(request_iterator):
+            yield event
 
 
 def version_message(version: ServedVersion, ready_workers: int) -> models_pb2.ModelVersion:
@@ -231,20 +205,14 @@ class UsageService(usage_pb2_grpc.UsageServicer):
         self, request: usage_pb2.GetUsageRequest, context: grpc.aio.ServicerContext
     ) -> usage_pb2.GetUsageResponse:
         tenant = current_tenant()
-        try:
-            if request.tenant and request.tenant != tenant.id:  # admin credentials come with Admin
-                raise ApiError(
-                    grpc.StatusCode.PERMISSION_DENIED,
-                    "TENANT_MISMATCH",
-                    "a tenant may read only its own usage",
-                )
-            start = request.window_start.ToDatetime(UTC) if request.HasField("window_start") else EPOCH
-            end = request.window_end.ToDatetime(UTC) if request.HasField("window_end") else datetime.now(UTC)
-            if end <= start:
-                raise invalid_argument("INVALID_WINDOW", "window_end must be after window_start")
-        except ApiError as e:
-            await context.abort_with_status(e.to_status())
-            raise AssertionError("unreachable") from e
+        if request.tenant and request.tenant != tenant.id:  # admin credentials come with Admin
+            raise ApiError(
+                grpc.StatusCode.PERMISSION_DENIED, "TENANT_MISMATCH", "a tenant may read only its own usage"
+            )
+        start = request.window_start.ToDatetime(UTC) if request.HasField("window_start") else EPOCH
+        end = request.window_end.ToDatetime(UTC) if request.HasField("window_end") else datetime.now(UTC)
+        if end <= start:
+            raise invalid_argument("INVALID_WINDOW", "window_end must be after window_start")
         u = await asyncio.to_thread(self._query, tenant.id, start, end)
         return usage_pb2.GetUsageResponse(
             tenant=tenant.id,

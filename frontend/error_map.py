@@ -1,0 +1,165 @@
+"""The one table from domain errors to API errors (status, ErrorInfo reason, RetryInfo), and the
+server interceptor that applies it to every RPC: servicers raise, they never abort.
+
+Anything not in the table is a bug: the client gets INTERNAL with a generic message (never the
+exception's text) and the log gets the traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+
+from billing.errors import InvalidUsageReport, QuotaExceeded, UsageNotDurable
+from control.errors import (
+    ApiKeyConflict,
+    AttemptEnded,
+    CancelRequested,
+    GenerationNotFound,
+    IllegalTransition,
+    InvalidAlias,
+    InvalidRoute,
+    LeaseExpired,
+    LeaseHeld,
+    ModelVersionConflict,
+    RequestIdConflict,
+    StaleEpoch,
+    UnknownModelVersion,
+)
+from engine.artifact import ArtifactIntegrityError
+from frontend.errors import ApiError, cursor_expired, invalid_argument
+from frontend.stream_log import CursorExpired
+from frontend.tokenization import TemplateError
+
+log = logging.getLogger(__name__)
+Code = grpc.StatusCode
+RETRY_SOON_S = 1.0  # a load quota frees as the tenant's generations finish
+
+
+def _quota(e: QuotaExceeded) -> ApiError:
+    if e.retry_after is not None:
+        retry: float | None = e.retry_after.total_seconds()
+    else:  # a load quota frees as generations finish; a request over the whole limit never fits
+        retry = RETRY_SOON_S if e.requested <= e.limit else None
+    return ApiError(
+        Code.RESOURCE_EXHAUSTED,
+        "QUOTA_EXCEEDED",
+        f"tenant quota {e.kind} exhausted ({e.in_use} in use of {e.limit}, {e.requested} requested)",
+        {"quota": str(e.kind)},
+        retry_after_s=retry,
+        quota=(
+            f"tenant:{e.tenant_id}",
+            f"{e.kind}: limit {e.limit}, in use {e.in_use}, requested {e.requested}",
+        ),
+    )
+
+
+def _fenced(e: Exception) -> ApiError:
+    return ApiError(Code.ABORTED, "ATTEMPT_FENCED", str(e))
+
+
+TABLE: dict[type[Exception], Callable[[Any], ApiError]] = {
+    # control
+    GenerationNotFound: lambda e: ApiError(
+        Code.NOT_FOUND, "GENERATION_NOT_FOUND", f"no generation {e.generation_id[:128]!r}"
+    ),
+    RequestIdConflict: lambda e: ApiError(
+        Code.ALREADY_EXISTS,
+        "REQUEST_ID_CONFLICT",
+        f"request_id {e.request_id[:128]!r} was used with a different request",
+        {"generation_id": e.generation_id},
+    ),
+    IllegalTransition: lambda e: ApiError(Code.FAILED_PRECONDITION, "ILLEGAL_TRANSITION", str(e)),
+    CancelRequested: lambda e: ApiError(Code.FAILED_PRECONDITION, "CANCEL_REQUESTED", str(e)),
+    LeaseHeld: lambda e: ApiError(Code.UNAVAILABLE, "LEASE_HELD", str(e), retry_after_s=RETRY_SOON_S),
+    StaleEpoch: _fenced,
+    LeaseExpired: _fenced,
+    AttemptEnded: _fenced,
+    UnknownModelVersion: lambda e: invalid_argument(
+        "UNKNOWN_MODEL", f"unknown model {e.model[:128]!r}", model=e.model[:128]
+    ),
+    ModelVersionConflict: lambda e: ApiError(Code.ALREADY_EXISTS, "MODEL_VERSION_CONFLICT", str(e)),
+    ApiKeyConflict: lambda e: ApiError(Code.ALREADY_EXISTS, "API_KEY_CONFLICT", str(e)),
+    InvalidAlias: lambda e: invalid_argument("INVALID_ALIAS", str(e)),
+    InvalidRoute: lambda e: invalid_argument("INVALID_ROUTE", str(e)),
+    # billing
+    QuotaExceeded: _quota,
+    InvalidUsageReport: lambda e: ApiError(Code.INTERNAL, "INVALID_USAGE_REPORT", "internal error"),
+    UsageNotDurable: lambda e: ApiError(
+        Code.UNAVAILABLE, "USAGE_NOT_DURABLE", "usage could not be recorded", retry_after_s=RETRY_SOON_S
+    ),
+    # frontend and engine
+    TemplateError: lambda e: invalid_argument("TEMPLATE_ERROR", str(e)[:500]),
+    CursorExpired: lambda e: cursor_expired(e.generation_id),
+    ArtifactIntegrityError: lambda e: ApiError(
+        Code.FAILED_PRECONDITION, "ARTIFACT_INVALID", f"the artifact failed verification: {str(e)[:500]}"
+    ),
+}
+
+
+def api_error(e: Exception) -> ApiError:
+    """The API error of any exception: itself, its table row (the nearest class up its MRO), or a
+    generic INTERNAL (logged with its traceback, never shown to the client)."""
+    if isinstance(e, ApiError):
+        return e
+    for cls in type(e).__mro__:
+        rule = TABLE.get(cls)
+        if rule is not None:
+            return rule(e)
+    log.error("unexpected error", exc_info=e)
+    return ApiError(Code.INTERNAL, "INTERNAL", "internal error")
+
+
+class ErrorInterceptor(grpc.aio.ServerInterceptor):
+    """Runs every handler with `api_error` applied to whatever it raises (outermost interceptor, so
+    authentication errors pass through it too)."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        return handler if handler is None else mapped(handler)
+
+
+def mapped(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    """The same handler, aborting with the mapped status when it raises."""
+    if handler.unary_unary or handler.stream_unary:
+        inner = handler.unary_unary or handler.stream_unary
+
+        async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            try:
+                return await inner(request, context)
+            except grpc.aio.AbortError:
+                raise
+            except Exception as e:
+                await context.abort_with_status(api_error(e).to_status())
+
+        factory = (
+            grpc.unary_unary_rpc_method_handler
+            if handler.unary_unary
+            else grpc.stream_unary_rpc_method_handler
+        )
+        return factory(unary, handler.request_deserializer, handler.response_serializer)
+
+    inner_stream = handler.unary_stream or handler.stream_stream
+
+    async def streaming(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        try:
+            async for item in inner_stream(request, context):
+                yield item
+        except grpc.aio.AbortError:
+            raise
+        except Exception as e:
+            await context.abort_with_status(api_error(e).to_status())
+
+    factory = (
+        grpc.unary_stream_rpc_method_handler
+        if handler.unary_stream
+        else grpc.stream_stream_rpc_method_handler
+    )
+    return factory(streaming, handler.request_deserializer, handler.response_serializer)
