@@ -34,8 +34,8 @@ from billing.usage import UsageReport
 from control.attempts import start_attempt
 from control.generations import NewGeneration, create_or_get_generation
 from control.model_versions import VersionSpec, register_version
-from control.store import Store, open_store
 from control.tenants import MAX_QUOTA, TenantSpec, upsert_tenant
+from datastore.store import Store, open_store
 
 POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 TENANT = "bench"

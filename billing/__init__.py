@@ -5,5 +5,5 @@
     seal           seal_attempt (called by control.termination and control.attempts)
     ledger         reserve / release_reservation, tenant_load, rate_usage
     tenant_usage   usage_by_tenant, generation_usage
-The tables (billing.models) share the control store's Base and migrations.
+The tables (billing.models) sit on the store kernel's Base and migrations (datastore/).
 """

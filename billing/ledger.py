@@ -22,7 +22,7 @@ from billing.errors import QuotaExceeded, QuotaKind
 from billing.models import RateWindow, Reservation, TenantLedger, Watermark
 from billing.usage import UsageCounts
 from control.models import Generation, Tenant
-from control.upsert import insert_for
+from datastore.upsert import insert_for
 
 RATE_WINDOW = timedelta(minutes=1)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

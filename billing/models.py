@@ -1,4 +1,4 @@
-"""The billing tables, on the control store's `Base`. All counts are tokens.
+"""The billing tables, on the store kernel's `Base`. All counts are tokens.
 
 attempts (control) 1──1 usage_watermarks 1──* usage_events
 generations (control) 1──1 reservations
@@ -12,7 +12,7 @@ from datetime import datetime
 from sqlalchemy import ForeignKey, ForeignKeyConstraint, String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from control.base import Base
+from datastore.base import Base
 
 
 class Watermark(Base):

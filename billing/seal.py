@@ -14,8 +14,8 @@ from sqlalchemy.orm import Session
 from billing.ledger import release_reservation
 from billing.models import Watermark
 from billing.usage import WatermarkView, view
-from control.lifecycle import GenerationState
 from control.models import Attempt, Generation
+from control.states import GenerationState
 
 
 def seal_attempt(

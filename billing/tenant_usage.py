@@ -15,8 +15,8 @@ from sqlalchemy.orm import Session
 
 from billing.models import Watermark
 from billing.usage import UsageCounts
-from control.lifecycle import GenerationState
 from control.models import Attempt, Generation
+from control.states import GenerationState
 
 
 @dataclass(slots=True, frozen=True)

@@ -20,8 +20,8 @@ from sqlalchemy.orm import Session
 
 from billing.errors import InvalidUsageReport
 from billing.models import UsageEvent, Watermark
-from control.base import UTCDateTime
-from control.upsert import insert_for
+from datastore.base import UTCDateTime
+from datastore.upsert import insert_for
 
 AttemptKey = tuple[str, int]  # (generation_id, epoch)
 _COUNT_COLUMNS = ("input_tokens", "output_tokens", "cached_input_tokens")

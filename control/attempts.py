@@ -25,8 +25,8 @@ from control.errors import (
     StaleEpoch,
 )
 from control.generations import lock_generation
-from control.lifecycle import GenerationState, transition
 from control.models import Attempt, Generation
+from control.states import GenerationState, transition
 
 SUPERSEDED = "SUPERSEDED"  # attempt terminal reason: its lease expired and a new attempt replaced it
 

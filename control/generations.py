@@ -14,9 +14,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from control.errors import GenerationNotFound, RequestIdConflict
-from control.lifecycle import GenerationState
 from control.models import Generation
-from control.upsert import insert_for
+from control.states import GenerationState
+from datastore.upsert import insert_for
 
 
 @dataclass(slots=True, frozen=True)

@@ -1,6 +1,7 @@
 """The control tables: tenants and their keys, model versions and alias routes, workers, generations
-and their execution attempts. Operations live in the modules named for each noun; the billing
-tables (watermarks, usage events, reservations, budgets) live in `billing.models` on the same `Base`.
+and their execution attempts. Operations live in the modules named for each noun. The billing tables
+(watermarks, usage events, reservations, budgets) live in `billing.models` on the kernel's same
+`Base`; they reference these tables by name, and nothing here knows of them.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from datetime import datetime
 from sqlalchemy import BigInteger, Enum, ForeignKey, Index, String, UniqueConstraint, false
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from control.base import Base
-from control.lifecycle import GenerationState
+from control.states import GenerationState
+from datastore.base import Base
 
 ID = String(128)  # tenant, worker and generation ids; model names
 SHA256 = String(64)  # lower-case hex digest

@@ -14,7 +14,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from control.models import CatalogRevision
-from control.upsert import insert_for
+from datastore.upsert import insert_for
 
 ROW = 1  # the only row
 

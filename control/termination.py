@@ -18,8 +18,8 @@ from billing.seal import seal_attempt
 from control.attempts import Lease, current_attempt, fence
 from control.errors import AttemptEnded, IllegalTransition, StaleEpoch
 from control.generations import lock_generation
-from control.lifecycle import GenerationState, transition
 from control.models import Generation
+from control.states import GenerationState, transition
 
 LEASE_EXPIRED = "LEASE_EXPIRED"  # terminal reason set by the sweeper
 WORKER_LOST = "WORKER_LOST"  # terminal reason when the worker's stream broke

@@ -38,10 +38,10 @@ from control.attempts import Lease, start_attempt
 from control.cancel import request_cancel
 from control.errors import ControlError, GenerationNotFound, RequestIdConflict
 from control.generations import NewGeneration, create_or_get_generation, find_by_request_id, get_generation
-from control.lifecycle import GenerationState
 from control.models import Generation
-from control.store import Store
+from control.states import GenerationState
 from control.termination import finish_attempt, interrupt_attempt
+from datastore.store import Store
 from frontend.admission import BATCH, INTERACTIVE, Ticket
 from frontend.auth import Tenant
 from frontend.errors import ApiError

@@ -16,8 +16,8 @@ from typing import Protocol
 
 from control.attempts import Lease, renew_lease
 from control.errors import ControlError
-from control.store import Store
 from control.sweeper import sweep_expired_leases
+from datastore.store import Store
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import grpc
 
 from billing.tenant_usage import TenantUsage, usage_by_tenant
-from control.store import Store
+from datastore.store import Store
 from frontend.auth import Tenant, current_tenant
 from frontend.converse import Conversation
 from frontend.errors import ApiError, cursor_expired, invalid_argument

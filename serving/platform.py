@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace import SpanProcessor
 
 from billing.aggregator import UsageAggregator
 from build.triton import TritonServer, materialize_repository
-from control.store import Store, open_store
+from datastore.store import Store, open_store
 from engine.artifact import ArtifactIntegrityError
 from frontend.admin import AdminService
 from frontend.admission import BATCH, INTERACTIVE, WaitPredictor

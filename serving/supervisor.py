@@ -16,8 +16,8 @@ import time
 from datetime import UTC, datetime
 
 from control.models import WorkerHealth
-from control.store import Store
 from control.workers import WorkerReport, heartbeat
+from datastore.store import Store
 from frontend.routing import Dispatcher, WorkerHandle, WorkerPool
 from serving.workers import LocalWorker
 

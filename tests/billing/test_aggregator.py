@@ -9,9 +9,9 @@ from sqlalchemy.orm import sessionmaker
 from billing.aggregator import AggregatorStats, UsageAggregator
 from billing.errors import UsageNotDurable
 from billing.usage import UsageCounts, UsageReport, read_watermark
-from control.store import Store
-from tests.control.builders import at, running, seed, tenant_spec
-from tests.control.stores import empty_engine
+from datastore.store import Store
+from tests.builders import at, running, seed, tenant_spec
+from tests.datastore.stores import empty_engine
 
 
 async def test_reports_are_written_in_batches_not_one_by_one(store: Store) -> None:

@@ -19,10 +19,10 @@ from billing.ledger import (
 from billing.models import Reservation
 from billing.usage import UsageReport, record_usage
 from control.generations import create_or_get_generation, get_generation
-from control.lifecycle import GenerationState
-from control.store import Store
+from control.states import GenerationState
 from control.termination import finish_attempt, finish_queued
-from tests.control.builders import T0, TENANT, admit, admitted, at, new_generation, running, seed, tenant_spec
+from datastore.store import Store
+from tests.builders import T0, TENANT, admit, admitted, at, new_generation, running, seed, tenant_spec
 
 S = GenerationState
 

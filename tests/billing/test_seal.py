@@ -17,12 +17,12 @@ from billing.ledger import RateUsage, TenantLoad, rate_usage, tenant_load
 from billing.tenant_usage import generation_usage, usage_by_tenant
 from billing.usage import UsageCounts, UsageReport, read_watermark, record_usage
 from control.generations import get_generation
-from control.lifecycle import GenerationState
 from control.models import Attempt
-from control.store import Store
+from control.states import GenerationState
 from control.sweeper import sweep_expired_leases
 from control.termination import LEASE_EXPIRED, finish_attempt
-from tests.control.builders import T0, TENANT, at, running, seed
+from datastore.store import Store
+from tests.builders import T0, TENANT, at, running, seed
 
 
 class Clock:

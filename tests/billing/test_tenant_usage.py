@@ -5,10 +5,10 @@ import pytest
 from billing.tenant_usage import GenerationUsage, TenantUsage, generation_usage, usage_by_tenant
 from billing.usage import UsageCounts, UsageReport, record_usage
 from control.attempts import start_attempt
-from control.lifecycle import GenerationState
-from control.store import Store
+from control.states import GenerationState
 from control.termination import WORKER_LOST, finish_attempt, interrupt_attempt
-from tests.control.builders import LEASE, at, running, seed, tenant_spec
+from datastore.store import Store
+from tests.builders import LEASE, at, running, seed, tenant_spec
 
 S = GenerationState
 

@@ -11,10 +11,10 @@ from billing.errors import InvalidUsageReport
 from billing.models import UsageEvent
 from billing.tenant_usage import generation_usage
 from billing.usage import RecordOutcome, UsageCounts, UsageReport, read_watermark, record_usage
-from control.lifecycle import GenerationState
-from control.store import Store
+from control.states import GenerationState
 from control.termination import finish_attempt, interrupt_attempt
-from tests.control.builders import at, running, seed, tenant_spec
+from datastore.store import Store
+from tests.builders import at, running, seed, tenant_spec
 
 
 def record(store: Store, *reports: UsageReport, seconds: float = 1) -> RecordOutcome:

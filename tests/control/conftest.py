@@ -1,3 +1,3 @@
-from tests.control.stores import backend, migrated, store
+from tests.datastore.stores import backend, migrated, store
 
 __all__ = ["backend", "migrated", "store"]

@@ -11,11 +11,11 @@ from control.attempts import SUPERSEDED, Lease, fence, renew_lease, start_attemp
 from control.cancel import request_cancel
 from control.errors import AttemptEnded, CancelRequested, LeaseExpired, LeaseHeld, StaleEpoch
 from control.generations import get_generation
-from control.lifecycle import GenerationState
 from control.models import Attempt
-from control.store import Store
+from control.states import GenerationState
 from control.termination import finish_attempt
-from tests.control.builders import LEASE, T0, TENANT, admitted, at, running, seed
+from datastore.store import Store
+from tests.builders import LEASE, T0, TENANT, admitted, at, running, seed
 
 S = GenerationState
 

@@ -6,10 +6,10 @@ from billing.ledger import TenantLoad, tenant_load
 from control.cancel import request_cancel
 from control.errors import GenerationNotFound
 from control.generations import get_generation
-from control.lifecycle import GenerationState
-from control.store import Store
+from control.states import GenerationState
 from control.termination import finish_attempt, finish_queued
-from tests.control.builders import TENANT, admitted, at, running, seed, tenant_spec
+from datastore.store import Store
+from tests.builders import TENANT, admitted, at, running, seed, tenant_spec
 
 S = GenerationState
 

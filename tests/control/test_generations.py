@@ -15,10 +15,10 @@ from control.generations import (
     find_by_request_id,
     get_generation,
 )
-from control.lifecycle import GenerationState
 from control.models import Generation
-from control.store import Store
-from tests.control.builders import T0, VERSION_ID, at, new_generation, seed, sha, tenant_spec
+from control.states import GenerationState
+from datastore.store import Store
+from tests.builders import T0, VERSION_ID, at, new_generation, seed, sha, tenant_spec
 
 
 def count_generations(store: Store) -> int:

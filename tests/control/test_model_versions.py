@@ -17,8 +17,8 @@ from control.model_versions import (
 )
 from control.models import ModelVersionStatus, RouteOrigin
 from control.revision import current_revision
-from control.store import Store
-from tests.control.builders import T0, add_version, at, version_spec
+from datastore.store import Store
+from tests.builders import T0, add_version, at, version_spec
 
 V = ModelVersionStatus
 

@@ -9,12 +9,12 @@ from billing.usage import UsageCounts, UsageReport, read_watermark, record_usage
 from control.attempts import renew_lease
 from control.errors import AttemptEnded
 from control.generations import get_generation
-from control.lifecycle import GenerationState
 from control.models import Attempt
-from control.store import Store
+from control.states import GenerationState
 from control.sweeper import SweptAttempt, sweep_expired_leases
 from control.termination import LEASE_EXPIRED, finish_attempt
-from tests.control.builders import LEASE, T0, TENANT, at, running, seed
+from datastore.store import Store
+from tests.builders import LEASE, T0, TENANT, at, running, seed
 
 S = GenerationState
 

@@ -5,9 +5,9 @@ from sqlalchemy import select
 
 from control.errors import ApiKeyConflict
 from control.models import ApiKey
-from control.store import Store
 from control.tenants import TenantSpec, hash_api_key, tenant_for_api_key, upsert_tenant
-from tests.control.builders import T0, at
+from datastore.store import Store
+from tests.builders import T0, at
 
 
 def keys(store: Store) -> list[tuple[str, str]]:

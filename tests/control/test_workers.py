@@ -7,7 +7,6 @@ from sqlalchemy.exc import IntegrityError
 
 from control.models import WorkerHealth
 from control.revision import current_revision
-from control.store import Store
 from control.workers import (
     WorkerReport,
     draining_workers,
@@ -16,7 +15,8 @@ from control.workers import (
     ready_workers,
     set_worker_draining,
 )
-from tests.control.builders import T0, VERSION_ID, add_version, at, version_spec
+from datastore.store import Store
+from tests.builders import T0, VERSION_ID, add_version, at, version_spec
 
 H = WorkerHealth
 STALE = timedelta(seconds=10)

@@ -89,4 +89,3 @@ async def test_the_interceptor_maps_what_unary_and_streaming_handlers_raise() ->
             assert "secret" not in (e.value.details() or "")
     finally:
         await server.stop(None)
-

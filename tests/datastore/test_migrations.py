@@ -10,12 +10,12 @@ from sqlalchemy import Engine, inspect, select, text
 
 from billing.models import UsageEvent, Watermark
 from control.attempts import start_attempt
-from control.base import Base
-from control.migrations import current, downgrade, heads, upgrade
 from control.models import Generation, Tenant
-from control.store import Store
-from tests.control.builders import LEASE, T0, add_tenant, add_version, admit, new_generation
-from tests.control.stores import BACKENDS, empty_engine
+from datastore.base import Base
+from datastore.migrations import current, downgrade, heads, upgrade
+from datastore.store import Store
+from tests.builders import LEASE, T0, add_tenant, add_version, admit, new_generation
+from tests.datastore.stores import BACKENDS, empty_engine
 
 ALL_TABLES = {t.name for t in Base.metadata.sorted_tables}
 BILLING_TABLES = {"usage_watermarks", "usage_events", "reservations", "tenant_ledgers", "rate_windows"}

@@ -8,8 +8,8 @@ from sqlalchemy import select, text
 from sqlalchemy.exc import IntegrityError, StatementError
 
 from control.models import ApiKey, Tenant
-from control.store import Store, make_engine, open_store
-from tests.control.builders import T0, add_tenant
+from datastore.store import Store, make_engine, open_store
+from tests.builders import T0, add_tenant
 
 
 def test_connections_are_configured(store: Store) -> None:

@@ -8,11 +8,11 @@ from sqlalchemy import select
 from control.attempts import start_attempt
 from control.errors import AttemptEnded, IllegalTransition
 from control.generations import get_generation, lock_generation
-from control.lifecycle import ALLOWED_TRANSITIONS, TERMINAL_STATES, GenerationState, transition
 from control.models import Generation
-from control.store import Store
+from control.states import ALLOWED_TRANSITIONS, TERMINAL_STATES, GenerationState, transition
 from control.termination import finish_attempt, finish_queued
-from tests.control.builders import LEASE, T0, TENANT, admitted, at, running, seed
+from datastore.store import Store
+from tests.builders import LEASE, T0, TENANT, admitted, at, running, seed
 
 S = GenerationState
 EXPECTED_EDGES = {

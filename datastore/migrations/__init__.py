@@ -2,6 +2,10 @@
 
 On PostgreSQL the upgrade holds a transaction-level advisory lock, so frontends starting together
 migrate one after another; on SQLite `BEGIN IMMEDIATE` serialises them.
+
+One linear history for every table of the store: 0001 control, 0002 billing, 0003 the catalog's
+authority (control). The scripts moved here from control/migrations with their revision ids
+unchanged, so an existing store upgrades as before.
 """
 
 from __future__ import annotations

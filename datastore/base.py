@@ -1,4 +1,5 @@
-"""The one declarative `Base` of the store (control and billing tables) and its column types.
+"""The one declarative `Base` of the store and its column types; control's and billing's models both
+derive from it, so their tables share one MetaData (one migration history, one naming convention).
 
 Constraint names follow `NAMING_CONVENTION`, so migrations can name (and later drop) every one.
 Timestamps are timezone-aware UTC in Python; SQLite stores them as naive UTC text, PostgreSQL as

@@ -12,8 +12,8 @@ from control.attempts import Lease, start_attempt
 from control.generations import CreateOrGet, NewGeneration, create_or_get_generation
 from control.model_versions import VersionSpec, register_version, set_version_status
 from control.models import ModelVersion, ModelVersionStatus, Tenant
-from control.store import Store
 from control.tenants import TenantSpec, upsert_tenant
+from datastore.store import Store
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)  # aligned to a minute: rate windows start here
 LEASE = timedelta(seconds=30)

@@ -1,4 +1,5 @@
-"""Store fixtures shared by tests/control and tests/billing: every test runs on SQLite and PostgreSQL.
+"""Store fixtures shared by the store tests (datastore, control, billing, lifecycle): every test runs
+on SQLite and PostgreSQL.
 
 PostgreSQL (CI: 127.0.0.1:5432, database `test`, trust auth) gets a uniquely named schema per test
 session, dropped at the end, so concurrent runs never collide. An unreachable server fails the
@@ -18,8 +19,8 @@ from sqlalchemy import Engine, create_engine, text
 
 import billing.models  # noqa: F401  (registers every table on Base.metadata)
 import control.models  # noqa: F401
-from control.base import Base
-from control.store import Store, make_engine, open_store
+from datastore.base import Base
+from datastore.store import Store, make_engine, open_store
 
 POSTGRES_URL = os.environ.get(
     "CONTROL_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
