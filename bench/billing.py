@@ -29,13 +29,13 @@ from pathlib import Path
 from sqlalchemy import create_engine, text
 
 from billing.aggregator import UsageAggregator
-from billing.ledger import reserve
 from billing.usage import UsageReport
-from control.attempts import start_attempt
-from control.generations import NewGeneration, create_or_get_generation
+from control.generations import NewGeneration
 from control.model_versions import VersionSpec, register_version
 from control.tenants import MAX_QUOTA, TenantSpec, upsert_tenant
 from datastore.store import Store, open_store
+from lifecycle.admission import admit
+from lifecycle.attempts import Dispatch
 
 POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 TENANT = "bench"
@@ -74,13 +74,11 @@ def prepare(store: Store, generations: int, prefix: str) -> list[str]:
         version = register_version(
             session, VersionSpec("bench-model", "v1", hexes, hexes, hexes, "k", "var/models/bench"), now=now
         )
-        ids = []
-        for i in range(generations):
-            new = NewGeneration(f"{prefix}{i}", TENANT, f"{prefix}{i}", hexes, version.id, 100, 1000)
-            generation = create_or_get_generation(session, new, now=now).generation
-            reserve(session, generation, now=now)
-            start_attempt(session, generation.id, worker_id="w1", now=now, lease_for=timedelta(hours=1))
-            ids.append(generation.id)
+    dispatch = Dispatch("w1", timedelta(hours=1))
+    ids = []
+    for i in range(generations):  # one admission transaction each, as the frontend does
+        new = NewGeneration(f"{prefix}{i}", TENANT, f"{prefix}{i}", hexes, version.id, 100, 1000)
+        ids.append(admit(store, new, now=now, dispatch=dispatch).generation_id)
     return ids
 
 

@@ -1,6 +1,6 @@
 """The tenant ledger: admission reserves (prompt + max output) tokens, the seal releases them.
 
-At admission, in the caller's transaction (usually the one that created the generation):
+At admission, in the caller's transaction (the lifecycle's, which also creates the generation):
 - live load: one more concurrent generation, and its reserved tokens, within the tenant's
   `max_concurrent_generations` and `max_queued_tokens`;
 - rate budget: the prompt tokens and max_output_tokens are charged to the current fixed window,
@@ -8,6 +8,8 @@ At admission, in the caller's transaction (usually the one that created the gene
 At the seal of the generation's last attempt the live load is released and the unused part of the
 reservation (reserved minus billed) is refunded to the window it was charged to.
 Counters change only by conditional UPDATEs, so concurrent admissions never overshoot a quota.
+The ledger works on plain values: a `Charge` (what one generation reserves) and the tenant's
+`TenantLimits`, read by the caller from wherever tenants are kept.
 """
 
 from __future__ import annotations
@@ -15,17 +17,40 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import func, select, update
+from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from billing.errors import QuotaExceeded, QuotaKind
-from billing.models import RateWindow, Reservation, TenantLedger, Watermark
-from billing.usage import UsageCounts
-from control.models import Generation, Tenant
+from billing.models import RateWindow, Reservation, TenantLedger
+from billing.totals import generation_usage
 from datastore.upsert import insert_for
 
 RATE_WINDOW = timedelta(minutes=1)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(slots=True, frozen=True)
+class TenantLimits:
+    """A tenant's admission quotas (DESIGN §9 `[[tenants]]`)."""
+
+    max_concurrent_generations: int  # live (non-terminal) generations
+    max_queued_tokens: int  # reserved (prompt + max output) tokens of live generations
+    input_tokens_per_minute: int  # prompt tokens admitted per minute
+    output_tokens_per_minute: int  # max_output_tokens admitted per minute
+
+
+@dataclass(slots=True, frozen=True)
+class Charge:
+    """What one generation reserves from its tenant at admission, in tokens."""
+
+    generation_id: str
+    tenant_id: str
+    input_tokens: int  # the prompt after the exact template
+    output_tokens: int  # max_output_tokens
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
 
 
 @dataclass(slots=True, frozen=True)
@@ -47,35 +72,41 @@ def window_start(now: datetime, window: timedelta = RATE_WINDOW) -> datetime:
 
 
 def reserve(
-    session: Session, generation: Generation, *, now: datetime, window: timedelta = RATE_WINDOW
+    session: Session,
+    charge: Charge,
+    limits: TenantLimits,
+    *,
+    now: datetime,
+    window: timedelta = RATE_WINDOW,
 ) -> Reservation:
-    """Charges a new generation's reservation to its tenant, or raises `QuotaExceeded` having changed
-    nothing. Idempotent: a generation already reserved returns its reservation."""
-    existing = session.get(Reservation, generation.id)
+    """Reserves `charge` within `limits`, or raises `QuotaExceeded` having changed nothing.
+    Idempotent: a generation already reserved returns its reservation."""
+    existing = session.get(Reservation, charge.generation_id)
     if existing is not None:
         return existing
-    tenant = session.get(Tenant, generation.tenant_id)
-    if tenant is None:
-        raise LookupError(f"unknown tenant {generation.tenant_id}")
     start = window_start(now, window)
     with session.begin_nested():
-        _charge_load(session, tenant, generation.reserved_tokens)
-        _charge_rate(session, tenant, generation, start, now, window)
+        _charge_load(session, charge, limits)
+        _charge_rate(session, charge, limits, start, now, window)
         reservation = Reservation(
-            generation_id=generation.id, tenant_id=tenant.id, window_start=start, reserved_at=now
+            generation_id=charge.generation_id,
+            tenant_id=charge.tenant_id,
+            window_start=start,
+            reserved_at=now,
         )
         session.add(reservation)
     return reservation
 
 
-def release_reservation(session: Session, generation: Generation, *, now: datetime) -> Reservation | None:
-    """Releases a terminal generation's reservation once; later calls (and unreserved ones) are no-ops."""
-    reservation = session.get(Reservation, generation.id, with_for_update=True, populate_existing=True)
+def release_reservation(session: Session, charge: Charge, *, now: datetime) -> Reservation | None:
+    """Releases the reservation of `charge` (a generation that has ended) once, refunding what its
+    watermarks did not bill; later calls (and unreserved generations) are no-ops."""
+    reservation = session.get(Reservation, charge.generation_id, with_for_update=True, populate_existing=True)
     if reservation is None or reservation.released_at is not None:
         return reservation
-    billed = billed_usage(session, generation.id)
-    refund_in = max(generation.reserved_input_tokens - billed.input_tokens, 0)
-    refund_out = max(generation.reserved_output_tokens - billed.output_tokens, 0)
+    billed = generation_usage(session, charge.generation_id).billed
+    refund_in = max(charge.input_tokens - billed.input_tokens, 0)
+    refund_out = max(charge.output_tokens - billed.output_tokens, 0)
     ledger, rate = TenantLedger, RateWindow
     connection = session.connection()
     connection.execute(
@@ -83,7 +114,7 @@ def release_reservation(session: Session, generation: Generation, *, now: dateti
         .where(ledger.tenant_id == reservation.tenant_id)
         .values(
             active_generations=ledger.active_generations - 1,
-            reserved_tokens=ledger.reserved_tokens - generation.reserved_tokens,
+            reserved_tokens=ledger.reserved_tokens - charge.tokens,
         )
     )
     connection.execute(
@@ -96,18 +127,6 @@ def release_reservation(session: Session, generation: Generation, *, now: dateti
     reservation.refunded_output_tokens = refund_out
     session.flush()
     return reservation
-
-
-def billed_usage(session: Session, generation_id: str) -> UsageCounts:
-    """The generation's billable watermarks, summed over its attempts."""
-    i, o, c = session.execute(
-        select(
-            func.coalesce(func.sum(Watermark.input_tokens), 0),
-            func.coalesce(func.sum(Watermark.output_tokens), 0),
-            func.coalesce(func.sum(Watermark.cached_input_tokens), 0),
-        ).where(Watermark.generation_id == generation_id)
-    ).one()
-    return UsageCounts(int(i), int(o), int(c))
 
 
 def tenant_load(session: Session, tenant_id: str) -> TenantLoad:
@@ -125,19 +144,19 @@ def rate_usage(
     return RateUsage(start, row.input_tokens if row else 0, row.output_tokens if row else 0)
 
 
-def _charge_load(session: Session, tenant: Tenant, tokens: int) -> None:
-    ledger = TenantLedger
+def _charge_load(session: Session, charge: Charge, limits: TenantLimits) -> None:
+    ledger, tenant_id, tokens = TenantLedger, charge.tenant_id, charge.tokens
     session.execute(
         insert_for(session, ledger)
-        .values(tenant_id=tenant.id, active_generations=0, reserved_tokens=0)
+        .values(tenant_id=tenant_id, active_generations=0, reserved_tokens=0)
         .on_conflict_do_nothing(index_elements=["tenant_id"])
     )
     charged = session.connection().execute(
         update(ledger)
         .where(
-            ledger.tenant_id == tenant.id,
-            ledger.active_generations < tenant.max_concurrent_generations,
-            ledger.reserved_tokens + tokens <= tenant.max_queued_tokens,
+            ledger.tenant_id == tenant_id,
+            ledger.active_generations < limits.max_concurrent_generations,
+            ledger.reserved_tokens + tokens <= limits.max_queued_tokens,
         )
         .values(
             active_generations=ledger.active_generations + 1,
@@ -146,43 +165,43 @@ def _charge_load(session: Session, tenant: Tenant, tokens: int) -> None:
     )
     if charged.rowcount == 1:
         return
-    load = tenant_load(session, tenant.id)
-    if load.active_generations >= tenant.max_concurrent_generations:
+    load = tenant_load(session, tenant_id)
+    if load.active_generations >= limits.max_concurrent_generations:
         raise QuotaExceeded(
-            tenant.id,
+            tenant_id,
             QuotaKind.CONCURRENT_GENERATIONS,
-            tenant.max_concurrent_generations,
+            limits.max_concurrent_generations,
             load.active_generations,
             1,
             None,
         )
     raise QuotaExceeded(
-        tenant.id, QuotaKind.QUEUED_TOKENS, tenant.max_queued_tokens, load.reserved_tokens, tokens, None
+        tenant_id, QuotaKind.QUEUED_TOKENS, limits.max_queued_tokens, load.reserved_tokens, tokens, None
     )
 
 
 def _charge_rate(
     session: Session,
-    tenant: Tenant,
-    generation: Generation,
+    charge: Charge,
+    limits: TenantLimits,
     start: datetime,
     now: datetime,
     window: timedelta,
 ) -> None:
     scale = window / timedelta(minutes=1)
-    limit_in = int(tenant.input_tokens_per_minute * scale)
-    limit_out = int(tenant.output_tokens_per_minute * scale)
-    want_in, want_out = generation.reserved_input_tokens, generation.reserved_output_tokens
+    limit_in = int(limits.input_tokens_per_minute * scale)
+    limit_out = int(limits.output_tokens_per_minute * scale)
+    tenant_id, want_in, want_out = charge.tenant_id, charge.input_tokens, charge.output_tokens
     rate = RateWindow
     session.execute(
         insert_for(session, rate)
-        .values(tenant_id=tenant.id, window_start=start, input_tokens=0, output_tokens=0)
+        .values(tenant_id=tenant_id, window_start=start, input_tokens=0, output_tokens=0)
         .on_conflict_do_nothing(index_elements=["tenant_id", "window_start"])
     )
     charged = session.connection().execute(
         update(rate)
         .where(
-            rate.tenant_id == tenant.id,
+            rate.tenant_id == tenant_id,
             rate.window_start == start,
             rate.input_tokens + want_in <= limit_in,
             rate.output_tokens + want_out <= limit_out,
@@ -191,7 +210,7 @@ def _charge_rate(
     )
     if charged.rowcount == 1:
         return
-    used = rate_usage(session, tenant.id, now=now, window=window)
+    used = rate_usage(session, tenant_id, now=now, window=window)
     if used.input_tokens + want_in > limit_in:
         kind, limit, in_use, wanted = QuotaKind.INPUT_TOKENS_PER_MINUTE, limit_in, used.input_tokens, want_in
     else:
@@ -202,4 +221,4 @@ def _charge_rate(
             want_out,
         )
     retry_after = start + window - now if wanted <= limit else None
-    raise QuotaExceeded(tenant.id, kind, limit, in_use, wanted, retry_after)
+    raise QuotaExceeded(tenant_id, kind, limit, in_use, wanted, retry_after)

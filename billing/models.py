@@ -3,6 +3,7 @@
 attempts (control) 1──1 usage_watermarks 1──* usage_events
 generations (control) 1──1 reservations
 tenants (control) 1──1 tenant_ledgers, 1──* rate_windows
+The foreign keys to control's tables name them (DDL); no control code is imported.
 """
 
 from __future__ import annotations
@@ -64,8 +65,9 @@ class UsageEvent(Base):
 
 
 class Reservation(Base):
-    """A generation's admission charge against its tenant's ledger; the amounts are the generation's
-    reserved_input_tokens / reserved_output_tokens. Released once, at the seal of its last attempt."""
+    """A generation's admission charge against its tenant's ledger. The amounts are not stored here:
+    they are the generation's reserved tokens, passed in as a `ledger.Charge` to reserve and release.
+    Released once, when the generation ends."""
 
     __tablename__ = "reservations"
 

@@ -107,7 +107,7 @@ class RecordOutcome:
 
 
 def open_watermark(session: Session, generation_id: str, epoch: int, *, now: datetime) -> None:
-    """The zero watermark of a new attempt (called by `control.attempts.start_attempt`)."""
+    """The zero watermark of a new attempt (the lifecycle opens it when the attempt starts)."""
     session.add(
         Watermark(
             generation_id=generation_id,

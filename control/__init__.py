@@ -1,12 +1,14 @@
-"""The control store: generation identity, attempts with epochs and leases, model versions, workers.
+"""The control store's domain: generation identity, attempts with epochs and leases, cancel intent,
+model versions, alias routes, tenants and workers. It imports no billing; the lifecycle layer composes
+the two (see lifecycle/).
 
-    generations    create_or_get_generation, get_generation, find_by_request_id
+    generations    create_or_get_generation, get_generation, find_by_request_id, lock_generation
     states         GenerationState and the one allowed-transition table
-    attempts       start_attempt -> Lease, renew_lease, fence
-    termination    finish_attempt, interrupt_attempt, finish_queued (each seals billing)
+    attempts       start_attempt -> StartedAttempt, renew_lease, fence, end_attempt
+    termination    finish_attempt, interrupt_attempt, finish_queued (each ends its attempt)
     cancel         request_cancel
-    sweeper        sweep_expired_leases
-    tenants, model_versions, workers: configuration and the registry
-Operations take a Session; the caller owns the transaction (`with store.transaction() as s:`). The
-engine, Base and migrations are the store kernel's (datastore/).
+    sweeper        expired_attempts, interrupt_expired
+    tenants, model_versions, workers, revision: the catalog (and its revision counter), the registry
+Operations take a Session; the caller owns the transaction. The engine, Base and migrations are the
+store kernel's (datastore/).
 """

@@ -4,7 +4,8 @@
 
 An attempt may write (renew, finish) only while its epoch is the generation's current epoch, it has
 not ended, and its lease has not expired at `now`; otherwise `fence` raises a `FencingError`. So a
-replaced worker's late terminal update is rejected, whatever it carries.
+replaced worker's late terminal update is rejected, whatever it carries. Billing is not touched
+here: the lifecycle layer opens and seals the usage watermark of each attempt started and ended here.
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
-from billing.seal import seal_attempt
-from billing.usage import open_watermark
 from control.errors import (
     AttemptEnded,
     CancelRequested,
@@ -41,12 +40,18 @@ class Lease:
     expires_at: datetime
 
 
+@dataclass(slots=True, frozen=True)
+class StartedAttempt:
+    lease: Lease  # the new attempt's
+    superseded: int | None  # epoch of the expired attempt it replaced (ended here); None if none
+
+
 def start_attempt(
     session: Session, generation_id: str, *, worker_id: str, now: datetime, lease_for: timedelta
-) -> Lease:
+) -> StartedAttempt:
     """A new epoch on `worker_id`: QUEUED -> RUNNING, or a re-dispatch of a RUNNING generation.
 
-    A current attempt whose lease has expired is interrupted and sealed first (reason SUPERSEDED);
+    A current attempt whose lease has expired is ended first (INTERRUPTED, reason SUPERSEDED);
     one whose lease is still valid raises `LeaseHeld`. A terminal generation raises
     `IllegalTransition`; one with a cancel request raises `CancelRequested`.
     """
@@ -58,12 +63,12 @@ def start_attempt(
     if generation.cancel_requested:
         raise CancelRequested(generation.id)
     previous = current_attempt(session, generation)
+    superseded = None
     if previous is not None and previous.ended_at is None:
         if previous.lease_expires_at > now:
             raise LeaseHeld(generation.id, previous.epoch)
-        seal_attempt(
-            session, generation, previous, outcome=GenerationState.INTERRUPTED, reason=SUPERSEDED, now=now
-        )
+        end_attempt(previous, outcome=GenerationState.INTERRUPTED, reason=SUPERSEDED, now=now)
+        superseded = previous.epoch
     if generation.state is GenerationState.QUEUED:
         transition(generation, GenerationState.RUNNING, now=now)
     epoch = (generation.current_epoch or 0) + 1
@@ -78,8 +83,16 @@ def start_attempt(
     )
     session.add(attempt)
     session.flush()
-    open_watermark(session, generation.id, epoch, now=now)
-    return Lease(generation.id, epoch, worker_id, attempt.lease_expires_at)
+    return StartedAttempt(Lease(generation.id, epoch, worker_id, attempt.lease_expires_at), superseded)
+
+
+def end_attempt(attempt: Attempt, *, outcome: GenerationState, reason: str, now: datetime) -> None:
+    """Records the attempt's end, outcome and terminal reason; an attempt that ended keeps its own.
+    The caller holds the generation's row lock."""
+    if attempt.ended_at is None:
+        attempt.ended_at = now
+        attempt.outcome = outcome
+        attempt.terminal_reason = reason
 
 
 def renew_lease(session: Session, lease: Lease, *, now: datetime, lease_for: timedelta) -> Lease:

@@ -1,9 +1,9 @@
-"""The lease sweeper: attempts whose lease expired without a terminal update are INTERRUPTED.
+"""The lease sweeper's control half: finding current attempts whose lease expired without a terminal
+update, and interrupting each one (terminal reason LEASE_EXPIRED).
 
-Run it periodically with the current time. Each expired attempt is interrupted and sealed (billing
-keeps its last durable watermark; later reports only feed the operator estimate). The scan takes no
-locks; each candidate is re-checked under the generation's row lock, so a lease renewed or an attempt
-finished meanwhile is left alone, and concurrent sweepers interrupt each attempt once.
+The scan takes no locks; each candidate is re-checked under the generation's row lock, so a lease
+renewed or an attempt finished meanwhile is left alone, and concurrent sweepers interrupt each attempt
+once. The lifecycle layer runs both in one transaction and seals each interrupted attempt's bill.
 """
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ class SweptAttempt:
     worker_id: str
 
 
-def sweep_expired_leases(session: Session, *, now: datetime, limit: int = 100) -> list[SweptAttempt]:
-    """Interrupts up to `limit` current attempts whose lease expired at or before `now`."""
-    expired = session.execute(
+def expired_attempts(session: Session, *, now: datetime, limit: int = 100) -> list[SweptAttempt]:
+    """Up to `limit` current, unended attempts whose lease expired at or before `now`, oldest lease
+    first (ties by generation id). Reads without locks: see `interrupt_expired`."""
+    rows = session.execute(
         select(Attempt.generation_id, Attempt.epoch, Attempt.worker_id)
         .join(Generation, Generation.id == Attempt.generation_id)
         .where(
@@ -40,13 +41,16 @@ def sweep_expired_leases(session: Session, *, now: datetime, limit: int = 100) -
         .order_by(Attempt.lease_expires_at, Attempt.generation_id)
         .limit(limit)
     ).all()
-    swept = []
-    for generation_id, epoch, worker_id in expired:
-        attempt = current_attempt(session, lock_generation(session, generation_id))
-        if attempt is None or attempt.epoch != epoch or attempt.ended_at is not None:
-            continue  # ended or replaced since the scan
-        if attempt.lease_expires_at > now:
-            continue  # renewed since the scan
-        interrupt_attempt(session, generation_id, epoch, reason=LEASE_EXPIRED, now=now)
-        swept.append(SweptAttempt(generation_id, epoch, worker_id))
-    return swept
+    return [SweptAttempt(generation_id, epoch, worker_id) for generation_id, epoch, worker_id in rows]
+
+
+def interrupt_expired(session: Session, candidate: SweptAttempt, *, now: datetime) -> Generation | None:
+    """Interrupts `candidate` (LEASE_EXPIRED) if, under its generation's row lock, it is still the
+    current unended attempt and its lease has expired at `now`; None if it was renewed, ended or
+    replaced since the scan."""
+    attempt = current_attempt(session, lock_generation(session, candidate.generation_id))
+    if attempt is None or attempt.epoch != candidate.epoch or attempt.ended_at is not None:
+        return None
+    if attempt.lease_expires_at > now:
+        return None
+    return interrupt_attempt(session, candidate.generation_id, candidate.epoch, reason=LEASE_EXPIRED, now=now)

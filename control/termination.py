@@ -1,6 +1,7 @@
-"""Ending a generation. Each function moves it to a terminal state through the transition table and,
-in the same transaction, seals billing: the attempt's final billable watermark and terminal reason,
-and the release of the unused tenant reservation.
+"""Ending a generation: each function moves it to a terminal state through the transition table and
+records the end of its attempt (time, outcome, terminal reason). Billing's side of the same moment
+(sealing the attempt's watermark, releasing the tenant reservation) is the caller's: the lifecycle
+layer runs both in one transaction.
 
 - `finish_attempt`: the worker's attempt ends it (fenced: current epoch, unexpired lease).
 - `interrupt_attempt`: the control plane declares the current attempt lost (worker crash, sweeper).
@@ -13,9 +14,7 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
-from billing.ledger import release_reservation
-from billing.seal import seal_attempt
-from control.attempts import Lease, current_attempt, fence
+from control.attempts import Lease, current_attempt, end_attempt, fence
 from control.errors import AttemptEnded, IllegalTransition, StaleEpoch
 from control.generations import lock_generation
 from control.models import Generation
@@ -30,19 +29,19 @@ def finish_attempt(
 ) -> Generation:
     """The attempt holding `lease` ends its generation in `state` (COMPLETED, CANCELED, FAILED or
     INTERRUPTED) with `reason` (e.g. OUTPUT_LIMIT). Raises a `FencingError` for a replaced or expired
-    attempt, `IllegalTransition` for a non-terminal `state`. Flush the attempt's final usage first."""
+    attempt, `IllegalTransition` for a non-terminal `state`."""
     if not state.terminal:
         raise IllegalTransition(lease.generation_id, str(GenerationState.RUNNING), str(state))
     generation, attempt = fence(session, lease, now=now)
     transition(generation, state, now=now, reason=reason)
-    seal_attempt(session, generation, attempt, outcome=state, reason=reason, now=now)
+    end_attempt(attempt, outcome=state, reason=reason, now=now)
     return generation
 
 
 def interrupt_attempt(
     session: Session, generation_id: str, epoch: int, *, reason: str, now: datetime
 ) -> Generation:
-    """Marks the current attempt `epoch` INTERRUPTED (and its generation, if RUNNING) and seals it.
+    """Ends the current attempt `epoch` INTERRUPTED (and its generation, if RUNNING).
 
     Raises `StaleEpoch` if `epoch` is not current and `AttemptEnded` if it already ended.
     """
@@ -54,18 +53,17 @@ def interrupt_attempt(
         raise AttemptEnded(generation_id, epoch)
     if generation.state is GenerationState.RUNNING:
         transition(generation, GenerationState.INTERRUPTED, now=now, reason=reason)
-    seal_attempt(session, generation, attempt, outcome=GenerationState.INTERRUPTED, reason=reason, now=now)
+    end_attempt(attempt, outcome=GenerationState.INTERRUPTED, reason=reason, now=now)
     return generation
 
 
 def finish_queued(
     session: Session, generation_id: str, *, state: GenerationState, reason: str, now: datetime
 ) -> Generation:
-    """Ends a QUEUED generation (no attempt ever started) as CANCELED or FAILED and releases its
-    whole reservation. Any other state raises `IllegalTransition`."""
+    """Ends a QUEUED generation (no attempt ever started) as CANCELED or FAILED. Any other state
+    raises `IllegalTransition`."""
     generation = lock_generation(session, generation_id)
     if generation.state is not GenerationState.QUEUED:
         raise IllegalTransition(generation.id, str(generation.state), str(state))
     transition(generation, state, now=now, reason=reason)
-    release_reservation(session, generation, now=now)
     return generation

@@ -31,16 +31,11 @@ from opentelemetry.trace import Tracer
 
 from billing.aggregator import UsageAggregator
 from billing.errors import QuotaExceeded
-from billing.ledger import reserve
-from billing.tenant_usage import generation_usage
 from billing.usage import UsageReport
-from control.attempts import Lease, start_attempt
-from control.cancel import request_cancel
+from control.attempts import Lease
 from control.errors import ControlError, GenerationNotFound, RequestIdConflict
-from control.generations import NewGeneration, create_or_get_generation, find_by_request_id, get_generation
-from control.models import Generation
+from control.generations import NewGeneration
 from control.states import GenerationState
-from control.termination import finish_attempt, interrupt_attempt
 from datastore.store import Store
 from frontend.admission import BATCH, INTERACTIVE, Ticket
 from frontend.auth import Tenant
@@ -53,6 +48,11 @@ from frontend.routing import Dispatcher
 from frontend.stream_log import EventLog
 from frontend.telemetry import GenerationObserver, observe_generation
 from frontend.validation import ValidatedRequest
+from lifecycle.admission import Admission, admit
+from lifecycle.attempts import Dispatch
+from lifecycle.cancel import request_cancel
+from lifecycle.reads import get_generation, get_generation_by_request
+from lifecycle.termination import finish, interrupt
 from llm.v1 import generations_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -183,31 +183,32 @@ class GenerationManager:
             late = None
         except ApiError as e:
             late = e
-        generation, lease = await asyncio.to_thread(self._record, new, late)
+        generation = await asyncio.to_thread(self._record, new, late)
+        lease = generation.lease
         if lease is None:  # the same request again: attach to what is retained
-            live = self._live.get(generation.id)
+            live = self._live.get(generation.generation_id)
             if live is None:
                 raise ApiError(
                     grpc.StatusCode.OUT_OF_RANGE,
                     "CURSOR_EXPIRED",
-                    f"generation {generation.id} exists ({generation.state}); its stream is no longer "
-                    "retained: use GetGeneration",
-                    {"generation_id": generation.id},
+                    f"generation {generation.generation_id} exists ({generation.state}); its stream is no "
+                    "longer retained: use GetGeneration",
+                    {"generation_id": generation.generation_id},
                 )
             return live
         run.epoch = lease.epoch
         run.usage_every_tokens = self.settings.usage_every_tokens
         run.usage_every_s = self.settings.usage_every_s
         live = LiveGeneration(
-            generation.id,
+            generation.generation_id,
             tenant.id,
-            EventLog(generation.id, self.settings.max_events, self.settings.max_bytes),
+            EventLog(generation.generation_id, self.settings.max_events, self.settings.max_bytes),
         )
         live.lease = lease
         live.observer = observe_generation(
             self.tracer,
             self.metrics,
-            generation_id=generation.id,
+            generation_id=generation.generation_id,
             request_id=generation.request_id,
             tenant=tenant.id,
             version=version.version_id,
@@ -217,34 +218,20 @@ class GenerationManager:
             received_ns=received_ns,
             received_s=received_s,
         )
-        self._live[generation.id] = live
+        self._live[generation.generation_id] = live
         live.task = asyncio.create_task(
-            self._run(live, run, ticket, lease), name=f"generation-{generation.id}"
+            self._run(live, run, ticket, lease), name=f"generation-{generation.generation_id}"
         )
         return live
 
-    def _record(self, new: NewGeneration, late: ApiError | None) -> tuple[Generation, Lease | None]:
-        """One transaction: create-or-get, reserve, start the first attempt (None when it existed).
+    def _record(self, new: NewGeneration, late: ApiError | None) -> Admission:
+        """One transaction: create-or-get, reserve, start the first attempt (no lease when it existed).
 
         A new generation predicted to wait past its tier's allowance (`late`) is refused after
         the quota checks, and nothing is recorded."""
-        now = self.clock()
+        dispatch = Dispatch(self.settings.worker_id, timedelta(seconds=self.settings.lease_s))
         try:
-            with self.store.transaction() as s:
-                outcome = create_or_get_generation(s, new, now=now)
-                if not outcome.created:
-                    return outcome.generation, None
-                reserve(s, outcome.generation, now=now)
-                if late is not None:
-                    raise late
-                lease = start_attempt(
-                    s,
-                    outcome.generation.id,
-                    worker_id=self.settings.worker_id,
-                    now=now,
-                    lease_for=timedelta(seconds=self.settings.lease_s),
-                )
-                return outcome.generation, lease
+            return admit(self.store, new, now=self.clock(), dispatch=dispatch, refusal=late)
         except RequestIdConflict as e:
             raise ApiError(
                 grpc.StatusCode.ALREADY_EXISTS,
@@ -373,11 +360,10 @@ class GenerationManager:
     def _end(self, lease: Lease, state: GenerationState, reason: str) -> None:
         now = self.clock()
         try:
-            with self.store.transaction() as s:
-                if state is GenerationState.INTERRUPTED:
-                    interrupt_attempt(s, lease.generation_id, lease.epoch, reason=reason, now=now)
-                else:
-                    finish_attempt(s, lease, state=state, reason=reason, now=now)
+            if state is GenerationState.INTERRUPTED:
+                interrupt(self.store, lease.generation_id, lease.epoch, reason=reason, now=now)
+            else:
+                finish(self.store, lease, state=state, reason=reason, now=now)
         except ControlError as e:  # fenced out (a newer attempt or an expired lease): not ours to end
             log.warning(
                 "generation %s epoch %d: terminal update rejected: %s", lease.generation_id, lease.epoch, e
@@ -451,38 +437,34 @@ class GenerationManager:
 
     def _request_cancel(self, tenant_id: str, generation_id: str) -> bool:
         """Persists the intent; True when the generation was already terminal."""
-        with self.store.transaction() as s:
-            return request_cancel(s, tenant_id, generation_id, now=self.clock()).already_terminal
+        return request_cancel(self.store, tenant_id, generation_id, now=self.clock()).already_terminal
 
     async def get(self, tenant_id: str, *, generation_id: str = "", request_id: str = "") -> pb.Generation:
         return await asyncio.to_thread(self._get, tenant_id, generation_id, request_id)
 
     def _get(self, tenant_id: str, generation_id: str, request_id: str) -> pb.Generation:
-        with self.store.transaction() as s:
+        try:
             if request_id:
-                g = find_by_request_id(s, tenant_id, request_id)
-                if g is None:
-                    raise _not_found(request_id)
+                g = get_generation_by_request(self.store, tenant_id, request_id)
             else:
-                try:
-                    g = get_generation(s, tenant_id, generation_id)
-                except GenerationNotFound as e:
-                    raise _not_found(generation_id) from e
-            billed = generation_usage(s, g.id)
-            return pb.Generation(
-                generation_id=g.id,
-                request_id=g.request_id,
-                state=pb.Generation.State.Value(str(g.state)),
-                model_version=g.model_version_id,
-                finish_reason=_reason(g.terminal_reason, GenerationState(g.state)),
-                epoch=g.current_epoch or 0,
-                usage=pb.TokenUsage(
-                    input_tokens=billed.billed.input_tokens,
-                    cached_input_tokens=billed.billed.cached_input_tokens,
-                    output_tokens=billed.billed.output_tokens,
-                ),
-                usage_final=billed.final,
-            )
+                g = get_generation(self.store, tenant_id, generation_id)
+        except GenerationNotFound as e:
+            raise _not_found(request_id or generation_id) from e
+        billed = g.usage
+        return pb.Generation(
+            generation_id=g.generation_id,
+            request_id=g.request_id,
+            state=pb.Generation.State.Value(str(g.state)),
+            model_version=g.model_version_id,
+            finish_reason=_reason(g.terminal_reason, GenerationState(g.state)),
+            epoch=g.epoch or 0,
+            usage=pb.TokenUsage(
+                input_tokens=billed.billed.input_tokens,
+                cached_input_tokens=billed.billed.cached_input_tokens,
+                output_tokens=billed.billed.output_tokens,
+            ),
+            usage_final=billed.final,
+        )
 
 
 def lease_id(lease: Lease) -> tuple[str, int]:

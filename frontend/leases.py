@@ -14,10 +14,11 @@ from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from control.attempts import Lease, renew_lease
+from control.attempts import Lease
 from control.errors import ControlError
-from control.sweeper import sweep_expired_leases
 from datastore.store import Store
+from lifecycle.attempts import renew_lease
+from lifecycle.termination import sweep_expired_leases
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +77,7 @@ class LeaseKeeper:
         lost = set()
         for lease in leases:
             try:
-                with self.store.transaction() as s:
-                    renew_lease(s, lease, now=self.clock(), lease_for=timedelta(seconds=self.lease_s))
+                renew_lease(self.store, lease, now=self.clock(), lease_for=timedelta(seconds=self.lease_s))
             except ControlError:
                 lost.add(lease.generation_id)
         return lost
@@ -88,5 +88,4 @@ class LeaseKeeper:
             log.warning("swept %d attempt(s) whose lease expired", swept)
 
     def _sweep_blocking(self) -> int:
-        with self.store.transaction() as s:
-            return len(sweep_expired_leases(s, now=self.clock()))
+        return len(sweep_expired_leases(self.store, now=self.clock()))

@@ -10,7 +10,6 @@ from datetime import UTC, datetime
 
 import grpc
 
-from billing.tenant_usage import TenantUsage, usage_by_tenant
 from datastore.store import Store
 from frontend.auth import Tenant, current_tenant
 from frontend.converse import Conversation
@@ -20,6 +19,7 @@ from frontend.registry import ModelRegistry, ServedVersion
 from frontend.routing import WorkerPool, ready_workers
 from frontend.stream_log import Cursor, CursorExpired
 from frontend.validation import ValidatedRequest, check_context, check_for_version, validate
+from lifecycle.reads import TenantUsage, usage_by_tenant
 from llm.v1 import (
     generations_pb2,
     generations_pb2_grpc,
@@ -225,5 +225,4 @@ class UsageService(usage_pb2_grpc.UsageServicer):
         )
 
     def _query(self, tenant_id: str, start: datetime, end: datetime) -> TenantUsage:
-        with self.store.transaction() as s:
-            return usage_by_tenant(s, tenant_id, start=start, end=end)
+        return usage_by_tenant(self.store, tenant_id, start=start, end=end)

@@ -1,4 +1,6 @@
-"""Small constructors for control and billing tests. Time is fixed: `at(seconds)` after T0."""
+"""Small constructors for the store tests (datastore, control, billing, lifecycle). Time is fixed:
+`at(seconds)` after T0. Generations are admitted and started through the lifecycle, as the frontend
+does, so each has its reservation and each attempt its watermark."""
 
 from __future__ import annotations
 
@@ -7,13 +9,14 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.orm import Session
 
-from billing.ledger import reserve
-from control.attempts import Lease, start_attempt
-from control.generations import CreateOrGet, NewGeneration, create_or_get_generation
+from control.attempts import Lease
+from control.generations import NewGeneration
 from control.model_versions import VersionSpec, register_version, set_version_status
 from control.models import ModelVersion, ModelVersionStatus, Tenant
 from control.tenants import TenantSpec, upsert_tenant
 from datastore.store import Store
+from lifecycle.admission import admit
+from lifecycle.attempts import Dispatch, start_attempt
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)  # aligned to a minute: rate windows start here
 LEASE = timedelta(seconds=30)
@@ -101,12 +104,9 @@ def new_generation(
     )
 
 
-def admit(session: Session, new: NewGeneration, *, now: datetime = T0) -> CreateOrGet:
-    """Admission as the frontend does it: create-or-get, and reserve if new, in one transaction."""
-    result = create_or_get_generation(session, new, now=now)
-    if result.created:
-        reserve(session, result.generation, now=now)
-    return result
+def on(worker_id: str = "w1") -> Dispatch:
+    """A dispatch to `worker_id` with the LEASE."""
+    return Dispatch(worker_id, LEASE)
 
 
 def admitted(
@@ -122,8 +122,7 @@ def admitted(
     new = new_generation(
         request_id, tenant_id=tenant_id, input_tokens=input_tokens, output_tokens=output_tokens
     )
-    with store.transaction() as session:
-        return admit(session, new, now=now).generation.id
+    return admit(store, new, now=now).generation_id
 
 
 def running(
@@ -145,5 +144,4 @@ def running(
         output_tokens=output_tokens,
         now=now,
     )
-    with store.transaction() as session:
-        return start_attempt(session, generation_id, worker_id=worker_id, now=now, lease_for=LEASE)
+    return start_attempt(store, generation_id, on(worker_id), now=now)

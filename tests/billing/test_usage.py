@@ -9,10 +9,9 @@ from sqlalchemy import func, select
 
 from billing.errors import InvalidUsageReport
 from billing.models import UsageEvent
-from billing.tenant_usage import generation_usage
+from billing.seal import seal_watermark
+from billing.totals import generation_usage
 from billing.usage import RecordOutcome, UsageCounts, UsageReport, read_watermark, record_usage
-from control.states import GenerationState
-from control.termination import finish_attempt, interrupt_attempt
 from datastore.store import Store
 from tests.builders import at, running, seed, tenant_spec
 
@@ -69,7 +68,7 @@ def test_after_the_seal_reports_raise_only_the_observed_counts(store: Store) -> 
     g = lease.generation_id
     record(store, UsageReport(g, 1, 1, 50, 10))
     with store.transaction() as session:
-        finish_attempt(session, lease, state=GenerationState.COMPLETED, reason="COMPLETED", now=at(2))
+        seal_watermark(session, g, 1, now=at(2))
     assert record(store, UsageReport(g, 1, 2, 50, 15), seconds=3) == RecordOutcome(1, 0, 0, 1)
     with store.transaction() as session:
         view = read_watermark(session, g, 1)
@@ -135,7 +134,7 @@ def test_reports_out_of_order_and_duplicated_bill_the_max_once(store: Store, dat
     for i, batch in enumerate(batches):
         if i == seal_after:
             with store.transaction() as session:
-                interrupt_attempt(session, g, 1, reason="WORKER_LOST", now=at(i))
+                seal_watermark(session, g, 1, now=at(i))
         record(store, *batch, seconds=i)
     before_seal = [r for batch in batches[:seal_after] for r in batch]
 

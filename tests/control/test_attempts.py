@@ -5,9 +5,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
-from billing.tenant_usage import generation_usage
-from billing.usage import UsageCounts, UsageReport, read_watermark, record_usage
-from control.attempts import SUPERSEDED, Lease, fence, renew_lease, start_attempt
+from control.attempts import SUPERSEDED, Lease, StartedAttempt, fence, renew_lease, start_attempt
 from control.cancel import request_cancel
 from control.errors import AttemptEnded, CancelRequested, LeaseExpired, LeaseHeld, StaleEpoch
 from control.generations import get_generation
@@ -32,13 +30,11 @@ def test_the_first_attempt_is_epoch_1_with_a_lease(store: Store) -> None:
     seed(store)
     generation_id = admitted(store)
     with store.transaction() as session:
-        lease = start_attempt(session, generation_id, worker_id="w1", now=at(1), lease_for=LEASE)
-    assert lease == Lease(generation_id, 1, "w1", at(31))
+        started = start_attempt(session, generation_id, worker_id="w1", now=at(1), lease_for=LEASE)
+    assert started == StartedAttempt(Lease(generation_id, 1, "w1", at(31)), superseded=None)
     with store.transaction() as session:
         g = get_generation(session, TENANT, generation_id)
-        watermark = read_watermark(session, generation_id, 1)
     assert (g.state, g.current_epoch, g.updated_at) == (S.RUNNING, 1, at(1))
-    assert watermark is not None and (watermark.billable, watermark.sealed) == (UsageCounts(), False)
     assert attempts(store, generation_id) == [(1, "w1", None, None, None)]
 
 
@@ -65,28 +61,26 @@ def test_a_lease_still_held_cannot_be_replaced(store: Store) -> None:
     assert attempts(store, lease.generation_id) == [(1, "w1", None, None, None)]
 
 
-def test_an_expired_attempt_is_superseded_by_a_new_epoch(store: Store) -> None:
+def test_an_expired_attempt_is_ended_and_superseded_by_a_new_epoch(store: Store) -> None:
     seed(store)
     old = running(store)
     with store.transaction() as session:
         new = start_attempt(session, old.generation_id, worker_id="w2", now=at(40), lease_for=LEASE)
-    assert new == Lease(old.generation_id, 2, "w2", at(70))
+    assert new == StartedAttempt(Lease(old.generation_id, 2, "w2", at(70)), superseded=1)
     assert attempts(store, old.generation_id) == [
         (1, "w1", at(40), S.INTERRUPTED, SUPERSEDED),
         (2, "w2", None, None, None),
     ]
     with store.transaction() as session:
         g = get_generation(session, TENANT, old.generation_id)
-        sealed = read_watermark(session, old.generation_id, 1)
     assert (g.state, g.current_epoch) == (S.RUNNING, 2)
-    assert sealed is not None and sealed.sealed
 
 
 def test_a_stale_epochs_terminal_update_is_rejected(store: Store) -> None:
     seed(store)
     old = running(store)
     with store.transaction() as session:
-        new = start_attempt(session, old.generation_id, worker_id="w2", now=at(40), lease_for=LEASE)
+        new = start_attempt(session, old.generation_id, worker_id="w2", now=at(40), lease_for=LEASE).lease
     for late in (old, Lease(old.generation_id, 1, "w1", at(1000))):
         with pytest.raises(StaleEpoch) as e, store.transaction() as session:
             finish_attempt(session, late, state=S.COMPLETED, reason="COMPLETED", now=at(41))
@@ -99,28 +93,6 @@ def test_a_stale_epochs_terminal_update_is_rejected(store: Store) -> None:
     with store.transaction() as session:
         g = get_generation(session, TENANT, old.generation_id)
     assert (g.state, g.terminal_reason, g.current_epoch) == (S.COMPLETED, "COMPLETED", 2)
-
-
-def test_a_stale_epochs_usage_report_is_not_billed(store: Store) -> None:
-    seed(store)
-    old = running(store)
-    with store.transaction() as session:
-        record_usage(session, [UsageReport(old.generation_id, 1, 1, 50, 10)], now=at(5))
-        new = start_attempt(session, old.generation_id, worker_id="w2", now=at(40), lease_for=LEASE)
-        record_usage(session, [UsageReport(new.generation_id, 2, 1, 50, 3)], now=at(41))
-    with store.transaction() as session:
-        outcome = record_usage(session, [UsageReport(old.generation_id, 1, 2, 50, 25)], now=at(42))
-    assert (outcome.recorded, outcome.after_seal) == (1, 1)
-    with store.transaction() as session:
-        stale = read_watermark(session, old.generation_id, 1)
-        current = read_watermark(session, old.generation_id, 2)
-        usage = generation_usage(session, old.generation_id)
-    assert stale is not None and (stale.billable, stale.observed) == (
-        UsageCounts(50, 10),
-        UsageCounts(50, 25),
-    )
-    assert current is not None and current.billable == UsageCounts(50, 3)
-    assert (usage.billed, usage.final) == (UsageCounts(100, 13), False)
 
 
 def test_a_worker_other_than_the_lease_holder_is_fenced_off(store: Store) -> None:

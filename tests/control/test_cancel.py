@@ -2,12 +2,11 @@ from __future__ import annotations
 
 import pytest
 
-from billing.ledger import TenantLoad, tenant_load
 from control.cancel import request_cancel
 from control.errors import GenerationNotFound
 from control.generations import get_generation
 from control.states import GenerationState
-from control.termination import finish_attempt, finish_queued
+from control.termination import finish_attempt
 from datastore.store import Store
 from tests.builders import TENANT, admitted, at, running, seed, tenant_spec
 
@@ -26,19 +25,6 @@ def test_cancel_intent_is_recorded_once(store: Store) -> None:
     with store.transaction() as session:
         g = get_generation(session, TENANT, generation_id)
     assert (g.state, g.cancel_requested, g.cancel_requested_at) == (S.QUEUED, True, at(1))
-
-
-def test_a_canceled_queued_generation_ends_and_frees_its_reservation(store: Store) -> None:
-    seed(store)
-    generation_id = admitted(store)
-    with store.transaction() as session:
-        request_cancel(session, TENANT, generation_id, now=at(1))
-        assert tenant_load(session, TENANT) == TenantLoad(1, 250)
-        finish_queued(session, generation_id, state=S.CANCELED, reason="CANCELED", now=at(1))
-    with store.transaction() as session:
-        after = request_cancel(session, TENANT, generation_id, now=at(2))
-        assert tenant_load(session, TENANT) == TenantLoad(0, 0)
-    assert (after.already_terminal, after.first_request, after.generation.state) == (True, False, S.CANCELED)
 
 
 def test_canceling_a_running_generation_reaches_canceled_through_its_attempt(store: Store) -> None:

@@ -2,16 +2,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import pytest
-
-from billing.ledger import TenantLoad, tenant_load
-from billing.usage import UsageCounts, UsageReport, read_watermark, record_usage
 from control.attempts import renew_lease
-from control.errors import AttemptEnded
 from control.generations import get_generation
 from control.models import Attempt
 from control.states import GenerationState
-from control.sweeper import SweptAttempt, sweep_expired_leases
+from control.sweeper import SweptAttempt, expired_attempts, interrupt_expired
 from control.termination import LEASE_EXPIRED, finish_attempt
 from datastore.store import Store
 from tests.builders import LEASE, T0, TENANT, at, running, seed
@@ -19,53 +14,68 @@ from tests.builders import LEASE, T0, TENANT, at, running, seed
 S = GenerationState
 
 
-def test_expired_leases_are_interrupted_and_sealed(store: Store) -> None:
+def expired(store: Store, seconds: float, limit: int = 100) -> list[SweptAttempt]:
+    with store.transaction() as session:
+        return expired_attempts(session, now=at(seconds), limit=limit)
+
+
+def test_renewed_and_ended_attempts_are_not_found(store: Store) -> None:
     seed(store)
-    crashed = running(store, "r1", worker_id="w1")
-    alive = running(store, "r2", worker_id="w2")
-    done = running(store, "r3", worker_id="w3")
+    lease = running(store)
     with store.transaction() as session:
-        record_usage(session, [UsageReport(crashed.generation_id, 1, 1, 50, 40)], now=at(5))
-        renew_lease(session, alive, now=at(20), lease_for=LEASE)
-        finish_attempt(session, done, state=S.COMPLETED, reason="COMPLETED", now=at(20))
+        renew_lease(session, lease, now=at(20), lease_for=LEASE)
+    assert expired(store, 30) == []
+    assert expired(store, 50) == [SweptAttempt(lease.generation_id, 1, "w1")]
     with store.transaction() as session:
-        swept = sweep_expired_leases(session, now=at(30))
-    assert swept == [SweptAttempt(crashed.generation_id, 1, "w1")]
+        finish_attempt(session, lease, state=S.COMPLETED, reason="COMPLETED", now=at(49))
+    assert expired(store, 50) == []
+
+
+def test_the_lease_boundary(store: Store) -> None:
+    seed(store)
+    running(store)
     with store.transaction() as session:
-        g = get_generation(session, TENANT, crashed.generation_id)
+        assert expired_attempts(session, now=T0 + LEASE - timedelta(microseconds=1)) == []
+        assert [s.epoch for s in expired_attempts(session, now=T0 + LEASE)] == [1]
+
+
+def test_at_most_the_limit_oldest_lease_first(store: Store) -> None:
+    seed(store)
+    leases = [running(store, f"r{i}", now=at(i)) for i in range(3)]
+    assert [s.generation_id for s in expired(store, 100, limit=2)] == [
+        leases[0].generation_id,
+        leases[1].generation_id,
+    ]
+
+
+def test_a_candidate_is_interrupted_only_if_still_expired_under_the_lock(store: Store) -> None:
+    seed(store)
+    renewed = running(store, "r1")
+    finished = running(store, "r2")
+    crashed = running(store, "r3")
+    candidates = expired(store, 30)
+    assert [c.generation_id for c in candidates] == sorted(
+        [renewed.generation_id, finished.generation_id, crashed.generation_id]
+    )
+    with store.transaction() as session:  # after the scan: one renewed, one finished
+        renew_lease(session, renewed, now=at(29), lease_for=LEASE)
+        finish_attempt(session, finished, state=S.COMPLETED, reason="COMPLETED", now=at(29))
+    with store.transaction() as session:
+        outcomes = {c.generation_id: interrupt_expired(session, c, now=at(30)) for c in candidates}
         attempt = session.get(Attempt, (crashed.generation_id, 1))
-        watermark = read_watermark(session, crashed.generation_id, 1)
-        assert get_generation(session, TENANT, alive.generation_id).state is S.RUNNING
-        assert tenant_load(session, TENANT) == TenantLoad(1, 250)
-    assert (g.state, g.terminal_reason, g.finished_at) == (S.INTERRUPTED, LEASE_EXPIRED, at(30))
+        assert get_generation(session, TENANT, renewed.generation_id).state is S.RUNNING
+    assert outcomes[renewed.generation_id] is None
+    assert outcomes[finished.generation_id] is None
+    interrupted = outcomes[crashed.generation_id]
+    assert interrupted is not None
+    assert (interrupted.state, interrupted.terminal_reason, interrupted.finished_at) == (
+        S.INTERRUPTED,
+        LEASE_EXPIRED,
+        at(30),
+    )
     assert attempt is not None
     assert (attempt.ended_at, attempt.outcome, attempt.terminal_reason) == (
         at(30),
         S.INTERRUPTED,
         LEASE_EXPIRED,
     )
-    assert watermark is not None and (watermark.billable, watermark.sealed) == (UsageCounts(50, 40), True)
-    with store.transaction() as session:
-        assert sweep_expired_leases(session, now=at(31)) == []
-
-
-def test_the_lease_boundary(store: Store) -> None:
-    seed(store)
-    lease = running(store)
-    with store.transaction() as session:
-        assert sweep_expired_leases(session, now=T0 + LEASE - timedelta(microseconds=1)) == []
-    with store.transaction() as session:
-        assert [s.epoch for s in sweep_expired_leases(session, now=T0 + LEASE)] == [1]
-    with pytest.raises(AttemptEnded), store.transaction() as session:
-        finish_attempt(session, lease, state=S.COMPLETED, reason="COMPLETED", now=at(29))
-
-
-def test_the_sweeper_takes_at_most_its_limit_oldest_first(store: Store) -> None:
-    seed(store)
-    leases = [running(store, f"r{i}", now=at(i)) for i in range(3)]
-    with store.transaction() as session:
-        first = sweep_expired_leases(session, now=at(100), limit=2)
-    with store.transaction() as session:
-        rest = sweep_expired_leases(session, now=at(100), limit=2)
-    assert [s.generation_id for s in first] == [leases[0].generation_id, leases[1].generation_id]
-    assert [s.generation_id for s in rest] == [leases[2].generation_id]

@@ -9,12 +9,11 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, inspect, select, text
 
 from billing.models import UsageEvent, Watermark
-from control.attempts import start_attempt
 from control.models import Generation, Tenant
 from datastore.base import Base
 from datastore.migrations import current, downgrade, heads, upgrade
 from datastore.store import Store
-from tests.builders import LEASE, T0, add_tenant, add_version, admit, new_generation
+from tests.builders import T0, running, seed
 from tests.datastore.stores import BACKENDS, empty_engine
 
 ALL_TABLES = {t.name for t in Base.metadata.sorted_tables}
@@ -28,14 +27,12 @@ def tables(engine: Engine) -> set[str]:
 def add_rows(engine: Engine) -> None:
     """A tenant, a version, a running generation and one usage event: data in every kind of table."""
     store = Store(engine)
+    seed(store)
+    lease = running(store, "r1")
     with store.transaction() as session:
-        add_version(session)
-        add_tenant(session)
-        generation = admit(session, new_generation("r1"), now=T0).generation
-        start_attempt(session, generation.id, worker_id="w1", now=T0, lease_for=LEASE)
         session.add(
             UsageEvent(
-                generation_id=generation.id,
+                generation_id=lease.generation_id,
                 epoch=1,
                 sequence=1,
                 input_tokens=5,

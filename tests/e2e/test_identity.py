@@ -7,7 +7,7 @@ import grpc
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from billing.tenant_usage import generation_usage
+from billing.totals import generation_usage
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc, usage_pb2, usage_pb2_grpc
 from serving.platform import Platform

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import grpc
 
-from control.sweeper import sweep_expired_leases
+from lifecycle.termination import sweep_expired_leases
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
 from serving.platform import Platform
@@ -56,8 +56,7 @@ async def test_a_run_whose_lease_was_swept_ends_interrupted(channel, platform: P
     call = stub.Generate(req, metadata=auth(), timeout=120)
     started = await call.read()
     gid = started.generation_id
-    with platform.store.transaction() as s:
-        swept = sweep_expired_leases(s, now=datetime.now(UTC) + timedelta(hours=1))
+    swept = sweep_expired_leases(platform.store, now=datetime.now(UTC) + timedelta(hours=1))
     assert gid in [a.generation_id for a in swept]
     await platform.manager.leases.renew()  # what the background task runs every lease_s / 3
     events = []

@@ -1,0 +1,56 @@
+"""Admission as one transaction: create-or-get the generation, reserve its tenant's budget, and start
+its first attempt. A refusal at any step (request id conflict, quota, the caller's own refusal)
+rolls all of it back: no generation, no reservation, no attempt."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from billing.ledger import reserve
+from control.attempts import Lease
+from control.generations import NewGeneration, create_or_get_generation
+from control.models import Tenant
+from control.states import GenerationState
+from datastore.store import Store
+from lifecycle.attempts import Dispatch, begin_attempt
+from lifecycle.sealing import charge_of, limits_of
+
+
+@dataclass(slots=True, frozen=True)
+class Admission:
+    generation_id: str
+    request_id: str
+    state: GenerationState  # as recorded when admission committed
+    created: bool  # False: the request id names an existing generation (same payload); nothing new
+    lease: Lease | None  # the first attempt's; None unless created and dispatched
+
+
+def admit(
+    store: Store,
+    new: NewGeneration,
+    *,
+    now: datetime,
+    dispatch: Dispatch | None = None,
+    refusal: Exception | None = None,
+) -> Admission:
+    """Records `new` (or finds the generation its request id already names) and, if it is new,
+    reserves its tenant's budget and starts its first attempt on `dispatch` (None: it stays QUEUED).
+
+    `refusal`, when given, is raised once the tenant's quotas have passed (so a quota refusal wins)
+    and before the attempt starts; like every error here it leaves nothing recorded. Raises control's
+    `RequestIdConflict` and billing's `QuotaExceeded`.
+    """
+    with store.transaction() as session:
+        outcome = create_or_get_generation(session, new, now=now)
+        generation = outcome.generation
+        if not outcome.created:
+            return Admission(generation.id, generation.request_id, generation.state, False, None)
+        tenant = session.get(Tenant, generation.tenant_id)
+        if tenant is None:
+            raise LookupError(f"unknown tenant {generation.tenant_id}")
+        reserve(session, charge_of(generation), limits_of(tenant), now=now)
+        if refusal is not None:
+            raise refusal
+        lease = begin_attempt(session, generation.id, dispatch, now=now) if dispatch is not None else None
+        return Admission(generation.id, generation.request_id, generation.state, True, lease)

@@ -1,0 +1,3 @@
+from tests.datastore.stores import backend, migrated, store
+
+__all__ = ["backend", "migrated", "store"]

@@ -1,0 +1,82 @@
+"""Ending a generation ends its attempt (control) and seals its bill and releases its reservation
+(billing) in one transaction; a fenced-off end changes neither side."""
+
+from __future__ import annotations
+
+import pytest
+
+from billing.ledger import RateUsage, TenantLoad, rate_usage, tenant_load
+from billing.usage import UsageCounts, UsageReport, WatermarkView, read_watermark, record_usage
+from control.errors import IllegalTransition, LeaseExpired, StaleEpoch
+from control.models import Attempt
+from control.states import GenerationState
+from control.termination import WORKER_LOST
+from datastore.store import Store
+from lifecycle.termination import Ended, finish, finish_queued, interrupt
+from tests.builders import T0, TENANT, admitted, at, running, seed
+
+S = GenerationState
+
+
+def billed(store: Store, generation_id: str, epoch: int = 1) -> WatermarkView | None:
+    with store.transaction() as session:
+        return read_watermark(session, generation_id, epoch)
+
+
+def ledger(store: Store, seconds: float = 0) -> tuple[TenantLoad, RateUsage]:
+    with store.transaction() as session:
+        return tenant_load(session, TENANT), rate_usage(session, TENANT, now=at(seconds))
+
+
+def test_finish_ends_the_attempt_and_returns_its_sealed_bill(store: Store) -> None:
+    seed(store)
+    lease = running(store, input_tokens=50, output_tokens=200)
+    g = lease.generation_id
+    ended = finish(store, lease, state=S.CANCELED, reason="SLOW_CONSUMER", now=at(3))
+    nothing = WatermarkView(g, 1, UsageCounts(), UsageCounts(), sealed=True)
+    assert ended == Ended(g, S.CANCELED, "SLOW_CONSUMER", at(3), nothing)
+    with store.transaction() as session:
+        attempt = session.get(Attempt, (g, 1))
+    assert attempt is not None
+    assert (attempt.ended_at, attempt.outcome, attempt.terminal_reason) == (
+        at(3),
+        S.CANCELED,
+        "SLOW_CONSUMER",
+    )
+    assert ledger(store) == (TenantLoad(0, 0), RateUsage(T0, 0, 0))
+
+
+def test_interrupt_keeps_the_last_watermark_as_the_bill(store: Store) -> None:
+    seed(store)
+    lease = running(store)
+    g = lease.generation_id
+    with store.transaction() as session:
+        record_usage(session, [UsageReport(g, 1, 1, 50, 12)], now=at(2))
+    ended = interrupt(store, g, 1, reason=WORKER_LOST, now=at(4))
+    assert (ended.state, ended.terminal_reason, ended.finished_at) == (S.INTERRUPTED, WORKER_LOST, at(4))
+    assert ended.bill is not None and (ended.bill.billable, ended.bill.sealed) == (UsageCounts(50, 12), True)
+    assert ledger(store) == (TenantLoad(0, 0), RateUsage(T0, 50, 12))
+    with pytest.raises(StaleEpoch):
+        interrupt(store, g, 2, reason=WORKER_LOST, now=at(5))
+
+
+def test_a_fenced_off_finish_changes_neither_side(store: Store) -> None:
+    seed(store)
+    lease = running(store)
+    with pytest.raises(LeaseExpired):
+        finish(store, lease, state=S.COMPLETED, reason="COMPLETED", now=at(30))
+    with pytest.raises(IllegalTransition):
+        finish(store, lease, state=S.RUNNING, reason="COMPLETED", now=at(1))
+    view = billed(store, lease.generation_id)
+    assert view is not None and not view.sealed
+    assert ledger(store)[0] == TenantLoad(1, 250)
+
+
+def test_a_queued_generation_that_never_ran_refunds_everything(store: Store) -> None:
+    seed(store)
+    generation_id = admitted(store, input_tokens=50, output_tokens=200)
+    ended = finish_queued(store, generation_id, state=S.FAILED, reason="NO_CAPACITY", now=at(1))
+    assert ended == Ended(generation_id, S.FAILED, "NO_CAPACITY", at(1), None)
+    assert ledger(store) == (TenantLoad(0, 0), RateUsage(T0, 0, 0))
+    with pytest.raises(IllegalTransition):
+        finish_queued(store, generation_id, state=S.CANCELED, reason="CANCELED", now=at(2))
