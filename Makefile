@@ -45,6 +45,7 @@ artifact: $(VENV)/.serve-deps
 lint: $(VENV)/.test-deps llm/v1/.generated
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(VENV)/bin/lint-imports --no-logo  # the layering contracts in pyproject.toml
 
 typecheck: $(VENV)/.test-deps llm/v1/.generated
 	$(PY) -m mypy engine frontend serving build triton_models datastore control billing lifecycle bench tests
