@@ -94,3 +94,16 @@ def lock_generation(session: Session, generation_id: str) -> Generation:
     if generation is None:
         raise GenerationNotFound(generation_id)
     return generation
+
+
+def stale_queued(session: Session, *, before: datetime, limit: int = 100) -> list[str]:
+    """Ids of QUEUED generations last changed before `before`, oldest first: their frontend is gone
+    (a live one ends its own queued generations within its tier's allowance)."""
+    return list(
+        session.scalars(
+            select(Generation.id)
+            .where(Generation.state == GenerationState.QUEUED, Generation.updated_at < before)
+            .order_by(Generation.updated_at, Generation.id)
+            .limit(limit)
+        )
+    )

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import grpc
 
 from frontend.auth import Tenant
+from frontend.error_map import api_error
 from frontend.errors import ApiError, cursor_expired, invalid_argument
 from frontend.generations import GenerationManager, LiveGeneration
 from frontend.stream_log import Cursor, CursorExpired
@@ -122,8 +123,8 @@ class Conversation:
     async def _start(self, request: pb.GenerateRequest) -> None:
         try:
             live = await self.start(self.tenant, request)
-        except ApiError as e:
-            await self._reject(e, request_id=request.request_id)
+        except Exception as e:  # refused (the error table's status); the stream goes on
+            await self._reject(api_error(e), request_id=request.request_id)
             return
         if live.generation_id in self._streams:
             return  # a retry of a generation already carried here
@@ -140,8 +141,8 @@ class Conversation:
     async def _cancel(self, generation_id: str) -> None:
         try:
             await self.manager.cancel(self.tenant.id, generation_id)
-        except ApiError as e:
-            await self._reject(e, generation_id)
+        except Exception as e:
+            await self._reject(api_error(e), generation_id)
 
     def _ack(self, ack: pb.Ack) -> None:
         s = self._streams.get(ack.generation_id)

@@ -12,7 +12,7 @@ cancels the worker request.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,8 +56,9 @@ class GenerationRun:
         )
 
     def usage(self) -> pb.TokenUsage:
+        """Cumulative: the prompt counts as processed once a worker admitted it."""
         return pb.TokenUsage(
-            input_tokens=len(self.prompt_ids),
+            input_tokens=len(self.prompt_ids) if self.worker_id else 0,
             cached_input_tokens=self.cached_input_tokens,
             output_tokens=len(self.output_ids),
             delivered_output_tokens=self.delivered_tokens,
@@ -93,10 +94,12 @@ class GenerationRun:
         )
 
     async def events(
-        self, dispatcher: Dispatcher, ticket: Ticket
+        self, dispatcher: Dispatcher, ticket: Ticket, on_assigned: Callable[[], Awaitable[None]]
     ) -> AsyncGenerator[pb.GenerationEvent, None]:
-        """The stream; raises ApiError (before any event) when no worker admits the request."""
-        async with dispatcher.dispatch(ticket, self.worker_request(), self.version.version_id) as d:
+        """The stream; raises ApiError (before any event) when no worker admits the request.
+        `on_assigned` runs once a worker has room, before the request is sent (it sets the epoch)."""
+        version_id = self.version.version_id
+        async with dispatcher.dispatch(ticket, self.worker_request, version_id, on_assigned) as d:
             self.worker_id = d.worker.worker_id
             first = d.first
             if first.num_cached_tokens is not None:

@@ -18,7 +18,7 @@ from control.attempts import Lease
 from control.errors import ControlError
 from datastore.store import Store
 from lifecycle.attempts import renew_lease
-from lifecycle.termination import sweep_expired_leases
+from lifecycle.termination import sweep_abandoned_queued, sweep_expired_leases
 
 log = logging.getLogger(__name__)
 
@@ -39,12 +39,16 @@ class LeaseKeeper:
         clock: Callable[[], datetime],
         live: Callable[[], Iterable[Leased]],
         on_lost: Callable[[Leased], None],
+        queue_bound_s: float = 600.0,
     ) -> None:
+        """queue_bound_s: the longest a generation may wait in a frontend's queue (the largest tier
+        allowance); a QUEUED generation untouched for that plus a lease has lost its frontend."""
         self.store = store
         self.lease_s = lease_s
         self.clock = clock
         self.live = live  # the runs to renew: running, not yet closed
         self.on_lost = on_lost
+        self.queue_bound_s = queue_bound_s
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
@@ -85,7 +89,10 @@ class LeaseKeeper:
     async def sweep(self) -> None:
         swept = await asyncio.to_thread(self._sweep_blocking)
         if swept:
-            log.warning("swept %d attempt(s) whose lease expired", swept)
+            log.warning("swept %d attempt(s) whose lease expired or queued generation(s) abandoned", swept)
 
     def _sweep_blocking(self) -> int:
-        return len(sweep_expired_leases(self.store, now=self.clock()))
+        now = self.clock()
+        abandoned = timedelta(seconds=self.queue_bound_s + self.lease_s)
+        queued = sweep_abandoned_queued(self.store, now=now, older_than=abandoned)
+        return len(sweep_expired_leases(self.store, now=now)) + len(queued)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -38,6 +38,7 @@ from frontend.worker import (
 )
 
 log = logging.getLogger(__name__)
+REFUSED_BACKOFF_S = 0.05  # first wait after every worker refused for memory (doubling, to 1 s)
 
 
 @dataclass(slots=True)
@@ -132,6 +133,20 @@ class Dispatcher:
                 retry_after_s=max(1.0, wait - allowed),
             )
 
+    def queued(self, generation_id: str) -> tuple[int, float] | None:
+        """(1-based position in the fair queue, predicted wait in s) while the generation waits here
+        for worker room; None when it is not waiting."""
+        waiting = self._waiting.get(generation_id)
+        if waiting is None:
+            return None
+        ticket = waiting[0]
+        order = [t.generation_id for t in self._queue.in_order()]
+        position = order.index(generation_id) + 1 if generation_id in order else 1
+        wait = self.predictor.predict_wait_s(
+            ticket.tenant_id, ticket.weight, ticket.tier, ticket.prompt_tokens
+        )
+        return position, wait
+
     def started(self, ticket: Ticket, cached_tokens: int) -> None:
         """Its first token arrived: the prefill is done."""
         if ticket.generation_id not in self._started:
@@ -142,16 +157,28 @@ class Dispatcher:
 
     @asynccontextmanager
     async def dispatch(
-        self, ticket: Ticket, request: WorkerRequest, version_id: str
+        self,
+        ticket: Ticket,
+        request: Callable[[], WorkerRequest],
+        version_id: str,
+        on_assigned: Callable[[], Awaitable[None]] | None = None,
     ) -> AsyncIterator[Dispatched]:
-        """A worker's admitted stream for the request; its blocks are released on exit."""
+        """A worker's admitted stream for the request; its blocks are released on exit.
+
+        The ticket waits in the fair queue until a worker has room; then `on_assigned` runs (the
+        generation's attempt starts: QUEUED -> RUNNING) and `request()` builds what is sent."""
         worker: WorkerHandle | None = None
         self.predictor.add(ticket, self.clock())  # its prompt joins the predicted backlog
+        deadline = self.clock() + self.queue_wait_s[ticket.tier]
+        backoff = REFUSED_BACKOFF_S
         try:
-            worker = await self._acquire(ticket, version_id)
+            worker = await self._acquire(ticket, version_id, deadline)
+            if on_assigned is not None:
+                await on_assigned()
+            sent = request()
             tried: set[str] = set()
             while True:
-                chunks = worker.client.generate(request)
+                chunks = worker.client.generate(sent)
                 try:
                     first = await anext(chunks)
                     break
@@ -166,9 +193,17 @@ class Dispatcher:
                     tried.add(worker.worker_id)
                     self._release(worker, ticket, version_id)
                     worker = self.pool.with_room(version_id, ticket.blocks, exclude=frozenset(tried))
-                    if worker is None:
+                    if worker is not None:
+                        self._reserve(worker, ticket, version_id)
+                        continue
+                    if not isinstance(e, WorkerCapacityError) or self.clock() >= deadline:
                         raise _refused(e) from e
-                    self._reserve(worker, ticket, version_id)
+                    # every worker refused for memory our estimate says is free: a cancelled
+                    # sequence's blocks are freed at the worker's next step. Wait, then queue again.
+                    await asyncio.sleep(backoff)
+                    backoff = min(2 * backoff, 1.0)
+                    tried.clear()
+                    worker = await self._acquire(ticket, version_id, deadline)
                 except WorkerError as e:
                     await chunks.aclose()
                     raise ApiError(
@@ -186,7 +221,7 @@ class Dispatcher:
             else:
                 self.predictor.dropped(ticket, self.clock())
 
-    async def _acquire(self, ticket: Ticket, version_id: str) -> WorkerHandle:
+    async def _acquire(self, ticket: Ticket, version_id: str, deadline: float) -> WorkerHandle:
         routable = self.pool.routable(version_id)
         if not routable:
             raise unavailable("NO_WORKER", f"no ready worker holds {version_id} now")
@@ -201,7 +236,7 @@ class Dispatcher:
         self.pump()
         allowed = self.queue_wait_s[ticket.tier]
         try:
-            return await asyncio.wait_for(asyncio.shield(future), timeout=allowed)
+            return await asyncio.wait_for(asyncio.shield(future), timeout=max(0.0, deadline - self.clock()))
         except TimeoutError:
             if future.done():  # handed room just as the allowance ran out
                 return future.result()

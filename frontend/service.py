@@ -13,10 +13,12 @@ import grpc
 from datastore.store import Store
 from frontend.auth import Tenant, current_tenant
 from frontend.converse import Conversation
+from frontend.error_map import api_error
 from frontend.errors import ApiError, cursor_expired, invalid_argument
 from frontend.generations import GenerationManager, LiveGeneration
 from frontend.registry import ModelRegistry, ServedVersion
 from frontend.routing import WorkerPool, ready_workers
+from frontend.run_loop import rejected
 from frontend.stream_log import Cursor, CursorExpired
 from frontend.validation import ValidatedRequest, check_context, check_for_version, validate
 from lifecycle.reads import TenantUsage, usage_by_tenant
@@ -58,7 +60,7 @@ class GenerationsService(generations_pb2_grpc.GenerationsServicer):
 
     async def start(self, tenant: Tenant, request: generations_pb2.GenerateRequest) -> LiveGeneration:
         """Validates, resolves, tokenizes and admits a request (Generate, Converse's `start`);
-        raises ApiError when it is refused."""
+        raises the ApiError of a refusal (frontend/error_map.py)."""
         received = (time.time_ns(), time.monotonic())
         try:
             req = validate(request)
@@ -66,9 +68,10 @@ class GenerationsService(generations_pb2_grpc.GenerationsServicer):
             version = self.registry.resolve(req.model, key)
             prompt_ids = tokenize(version, req)
             live = await self.manager.start(tenant, req, version, prompt_ids, received)
-        except ApiError as e:
-            self.manager.metrics.rejections.labels(e.code.name, e.reason).inc()
-            raise
+        except Exception as e:  # refused: counted, and raised as its API error
+            error = api_error(e)
+            rejected(self.manager.metrics, error)
+            raise error from e
         log.info(
             "generation %s tenant=%s model=%s prompt_tokens=%d max_output=%d",
             live.generation_id,

@@ -5,17 +5,20 @@ both in one transaction. The caller flushes the attempt's final usage first (`fl
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from billing.ledger import release_reservation
 from billing.usage import WatermarkView
 from control import termination
 from control.attempts import Lease
+from control.generations import lock_generation, stale_queued
 from control.models import Generation
 from control.states import GenerationState
 from control.sweeper import SweptAttempt, expired_attempts, interrupt_expired
 from datastore.store import Store
 from lifecycle.sealing import charge_of, seal_ended_attempt
+
+QUEUE_ABANDONED = "QUEUE_ABANDONED"  # terminal reason of a QUEUED generation whose frontend went away
 
 
 @dataclass(slots=True, frozen=True)
@@ -69,6 +72,25 @@ def sweep_expired_leases(store: Store, *, now: datetime, limit: int = 100) -> li
             seal_ended_attempt(session, generation, candidate.epoch, now=now)
             swept.append(candidate)
     return swept
+
+
+def sweep_abandoned_queued(
+    store: Store, *, now: datetime, older_than: timedelta, limit: int = 100
+) -> list[str]:
+    """Fails (QUEUE_ABANDONED) up to `limit` QUEUED generations untouched for `older_than` (their
+    frontend went away before a worker had room), releasing their reservations: nothing is billed."""
+    ended = []
+    with store.transaction() as session:
+        for generation_id in stale_queued(session, before=now - older_than, limit=limit):
+            generation = lock_generation(session, generation_id)
+            if generation.state is not GenerationState.QUEUED:
+                continue  # dispatched or ended since the scan
+            termination.finish_queued(
+                session, generation_id, state=GenerationState.FAILED, reason=QUEUE_ABANDONED, now=now
+            )
+            release_reservation(session, charge_of(generation), now=now)
+            ended.append(generation_id)
+    return ended
 
 
 def _ended(generation: Generation, bill: WatermarkView | None) -> Ended:

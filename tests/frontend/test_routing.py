@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 
 import grpc
 import pytest
@@ -43,8 +43,11 @@ def ticket(gid: str, tenant: str = "A", blocks: int = 10) -> Ticket:
     return Ticket(gid, tenant, 1.0, INTERACTIVE, 100, blocks)
 
 
-def request(gid: str) -> WorkerRequest:
-    return WorkerRequest(model="m", prompt_ids=(1, 2, 3), max_output_tokens=4, end_id=0, generation_id=gid)
+def request(gid: str) -> Callable[[], WorkerRequest]:
+    """What dispatch() sends, built once a worker has room."""
+    return lambda: WorkerRequest(
+        model="m", prompt_ids=(1, 2, 3), max_output_tokens=4, end_id=0, generation_id=gid
+    )
 
 
 async def test_routes_to_the_worker_with_most_free_blocks_and_releases_on_exit() -> None:
@@ -74,6 +77,33 @@ async def test_every_worker_refusing_is_unavailable_worker_capacity() -> None:
             pass
     assert e.value.code == grpc.StatusCode.UNAVAILABLE
     assert [w.reserved[V] for w in pool.workers.values()] == [0, 0]
+
+
+class RefusesOnce(FakeClient):
+    """Refuses for memory the first time (a cancelled sequence's blocks not yet freed), then admits."""
+
+    async def generate(self, req: WorkerRequest) -> AsyncGenerator[WorkerChunk, None]:
+        self.seen.append(req.generation_id)
+        if len(self.seen) == 1:
+            raise WorkerCapacityError("capacity: 99 unreserved")
+        yield ACK
+        await asyncio.Event().wait()
+
+
+async def test_a_memory_refusal_by_every_worker_waits_and_tries_again_within_the_allowance() -> None:
+    client = RefusesOnce()
+    pool = pool_of(w1=(client, 100))
+    assigned: list[str] = []
+
+    async def on_assigned() -> None:
+        assigned.append("attempt")
+
+    d = Dispatcher(pool, queue_wait_s={INTERACTIVE: 30.0})
+    async with d.dispatch(ticket("g"), request("g"), V, on_assigned) as got:
+        assert got.worker.worker_id == "w1" and got.first == ACK
+    assert client.seen == ["g", "g"]
+    assert assigned == ["attempt"]  # one attempt, sent twice
+    assert pool.workers["w1"].free_blocks(V) == 100
 
 
 async def test_waits_for_room_in_fair_order() -> None:

@@ -3,16 +3,25 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from billing.ledger import RateUsage, TenantLoad, rate_usage, tenant_load
 from billing.usage import UsageCounts, UsageReport, WatermarkView, read_watermark, record_usage
 from control.errors import IllegalTransition, LeaseExpired, StaleEpoch
-from control.models import Attempt
+from control.models import Attempt, Generation
 from control.states import GenerationState
 from control.termination import WORKER_LOST
 from datastore.store import Store
-from lifecycle.termination import Ended, finish, finish_queued, interrupt
+from lifecycle.termination import (
+    QUEUE_ABANDONED,
+    Ended,
+    finish,
+    finish_queued,
+    interrupt,
+    sweep_abandoned_queued,
+)
 from tests.builders import T0, TENANT, admitted, at, running, seed
 
 S = GenerationState
@@ -80,3 +89,22 @@ def test_a_queued_generation_that_never_ran_refunds_everything(store: Store) -> 
     assert ledger(store) == (TenantLoad(0, 0), RateUsage(T0, 0, 0))
     with pytest.raises(IllegalTransition):
         finish_queued(store, generation_id, state=S.CANCELED, reason="CANCELED", now=at(2))
+
+
+def test_queued_generations_whose_frontend_went_away_are_failed_and_billed_nothing(store: Store) -> None:
+    seed(store)
+    stale = admitted(store, "stale", now=T0)
+    fresh = admitted(store, "fresh", now=at(50))
+    started = running(store, "started", now=T0).generation_id
+    swept = sweep_abandoned_queued(store, now=at(70), older_than=timedelta(seconds=60))
+    assert swept == [stale]
+    with store.transaction() as session:
+        states = {g: session.get(Generation, g) for g in (stale, fresh, started)}
+    assert {g: (r.state, r.terminal_reason) for g, r in states.items() if r is not None} == {
+        stale: (S.FAILED, QUEUE_ABANDONED),
+        fresh: (S.QUEUED, None),
+        started: (S.RUNNING, None),
+    }
+    with store.transaction() as session:
+        assert tenant_load(session, TENANT) == TenantLoad(2, 500)  # only fresh and started hold theirs
+    assert sweep_abandoned_queued(store, now=at(70), older_than=timedelta(seconds=60)) == []

@@ -1,0 +1,108 @@
+"""The generations this frontend is running, and who follows them.
+
+LiveGeneration  one run: its retained event log, its task, its attempt's lease, the client
+                streams following it, and why it was stopped
+LiveRegistry    every run of this frontend, kept `retain_s` after its log closes so a Resume
+                can still read it; a run no client follows for `grace_s` is cancelled
+                (DISCONNECTED)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+
+from control.attempts import Lease
+from frontend.errors import ApiError
+from frontend.stream_log import EventLog
+from frontend.telemetry import GenerationObserver
+
+log = logging.getLogger(__name__)
+DISCONNECTED = "DISCONNECTED"  # recorded when no client came back within the grace period
+
+
+@dataclass(slots=True)
+class LiveGeneration:
+    generation_id: str
+    tenant_id: str
+    log: EventLog
+    task: asyncio.Task[None] | None = None
+    error: ApiError | None = None  # the run was refused before its first event
+    closed_at: float | None = None  # loop time the log closed
+    clients: int = 0  # client streams (Generate, Resume) following it now
+    cancel_reason: str = "CANCELED"  # recorded terminal reason when its task is cancelled
+    lease: Lease | None = None  # its attempt's lease once it left the queue (renewed while it runs)
+    cancel_requested_at: float | None = None  # loop time of the cancel intent (lag metric)
+    observer: GenerationObserver | None = None  # its trace and latency figures
+    _grace: asyncio.TimerHandle | None = field(default=None, repr=False)
+
+    @property
+    def running(self) -> bool:
+        return self.task is not None and not self.task.done()
+
+
+class LiveRegistry:
+    def __init__(self, grace_s: float, retain_s: float) -> None:
+        self.grace_s = grace_s
+        self.retain_s = retain_s
+        self._live: dict[str, LiveGeneration] = {}
+
+    def add(self, live: LiveGeneration) -> None:
+        self._live[live.generation_id] = live
+
+    def get(self, generation_id: str) -> LiveGeneration | None:
+        return self._live.get(generation_id)
+
+    def retained(self, tenant_id: str, generation_id: str) -> LiveGeneration | None:
+        """The tenant's retained run (None for another tenant's)."""
+        self.forget_expired()
+        live = self._live.get(generation_id)
+        return live if live is not None and live.tenant_id == tenant_id else None
+
+    def open(self) -> list[LiveGeneration]:
+        """Runs whose log is still open (their leases are renewed)."""
+        return [g for g in self._live.values() if not g.log.closed]
+
+    def client_joined(self, live: LiveGeneration) -> None:
+        live.clients += 1
+        if live._grace is not None:
+            live._grace.cancel()
+            live._grace = None
+
+    def client_left(self, live: LiveGeneration) -> None:
+        """A client stream ended: cancel the run once none has come back within grace_s."""
+        live.clients -= 1
+        if live.clients > 0 or live.log.closed or live.task is None:
+            return
+
+        def expire() -> None:
+            live._grace = None
+            if live.clients == 0 and live.running:
+                log.info("generation %s: no client for %.1fs, cancelling", live.generation_id, self.grace_s)
+                self.cancel(live, DISCONNECTED)
+
+        live._grace = asyncio.get_running_loop().call_later(self.grace_s, expire)
+
+    def cancel(self, live: LiveGeneration, reason: str) -> None:
+        """Stops a run from inside the gateway (e.g. reason SLOW_CONSUMER); it ends CANCELED with
+        usage sealed and `reason` recorded. No-op once it has ended."""
+        if live.running:
+            assert live.task is not None
+            live.cancel_reason = reason
+            live.cancel_requested_at = asyncio.get_running_loop().time()
+            live.task.cancel()
+
+    def forget_expired(self) -> None:
+        now = asyncio.get_running_loop().time()
+        for gid, live in list(self._live.items()):
+            if live.closed_at is not None and now - live.closed_at > self.retain_s:
+                del self._live[gid]
+
+    async def shutdown(self) -> None:
+        """Cancels every run (each ends CANCELED, usage flushed) and waits for them."""
+        tasks = [g.task for g in self._live.values() if g.task is not None and not g.task.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=30)

@@ -1,0 +1,211 @@
+"""One generation's run, from its admission to its sealed end:
+
+QUEUED   its ticket waits in the dispatcher's fair queue for a worker with room
+RUNNING  the attempt starts (epoch, lease) the moment a worker has room, before the request is
+         sent; events go into the generation's EventLog, pausing (pulling nothing from the
+         worker) while a reader holds the log full, cancelled as SLOW_CONSUMER when too slow
+ended    final usage flushed and acknowledged, then the attempt sealed (lifecycle/), then
+         `finished` appended. A generation that never left the queue is ended with nothing
+         billed (its whole reservation released).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from billing.aggregator import UsageAggregator
+from billing.usage import UsageReport
+from control.errors import CancelRequested, ControlError
+from control.states import GenerationState
+from datastore.store import Store
+from frontend.admission import Ticket
+from frontend.errors import ApiError
+from frontend.generation import GenerationRun
+from frontend.live import LiveGeneration, LiveRegistry
+from frontend.metrics import FrontendMetrics
+from frontend.routing import Dispatcher
+from lifecycle.attempts import Dispatch, start_attempt
+from lifecycle.termination import finish, finish_queued, interrupt
+from llm.v1 import generations_pb2 as pb
+
+log = logging.getLogger(__name__)
+Reason = pb.Finished.Reason
+LEASE_LOST = "LEASE_LOST"  # recorded when a live run finds its attempt fenced off
+STATE_OF_REASON = {
+    Reason.COMPLETED: GenerationState.COMPLETED,
+    Reason.OUTPUT_LIMIT: GenerationState.COMPLETED,
+    Reason.STOP_SEQUENCE: GenerationState.COMPLETED,
+    Reason.CANCELED: GenerationState.CANCELED,
+    Reason.FAILED: GenerationState.FAILED,
+}
+
+
+@dataclass(slots=True, frozen=True)
+class GatewaySettings:
+    worker_id: str = "local"
+    lease_s: float = 60.0  # attempt lease; live runs renew theirs every lease_s / 3
+    grace_s: float = 10.0  # a run with no client stream is cancelled after this
+    retain_s: float = 300.0  # a finished generation's events stay resumable this long
+    max_events: int = 4096  # per generation's retained log
+    max_bytes: int = 4 << 20
+    usage_every_tokens: int = 32  # usage event + billing report cadence, in output tokens ...
+    usage_every_s: float = 2.0  # ... or seconds (with new tokens), whichever comes first
+    slow_consumer_timeout_s: float = 30.0  # a run paused this long for a reader is cancelled
+
+
+def rejected(metrics: FrontendMetrics, e: ApiError) -> None:
+    """Counts a refused generation (the one place that does)."""
+    metrics.rejections.labels(e.code.name, e.reason).inc()
+
+
+class RunLoop:
+    def __init__(
+        self,
+        store: Store,
+        aggregator: UsageAggregator,
+        dispatcher: Dispatcher,
+        live: LiveRegistry,
+        settings: GatewaySettings,
+        clock: Callable[[], datetime],
+        metrics: FrontendMetrics,
+    ) -> None:
+        self.store = store
+        self.aggregator = aggregator
+        self.dispatcher = dispatcher
+        self.live = live
+        self.settings = settings
+        self.clock = clock
+        self.metrics = metrics
+
+    async def run(self, live: LiveGeneration, run: GenerationRun, ticket: Ticket) -> None:
+        report_seq = 0
+        settling: asyncio.Future[None] | None = None  # the run ended on its own: sealing it
+        obs = live.observer
+        assert obs is not None
+        run.trace_headers = tuple(obs.dispatching().items())
+        events = run.events(self.dispatcher, ticket, lambda: self._assigned(live, run))
+        try:
+            try:
+                async for event in events:
+                    kind = event.WhichOneof("event")
+                    if kind == "delta":
+                        if event.delta.token_ids:
+                            obs.tokens(len(event.delta.token_ids))
+                    elif kind == "started":
+                        obs.worker_admitted(run.cached_input_tokens)
+                    elif kind == "finished":
+                        obs.settling()
+                        settling = asyncio.ensure_future(
+                            self._settle(live, run, event.finished.reason, report_seq + 1)
+                        )
+                        await asyncio.shield(settling)
+                    elif kind == "usage" and not run.ended:  # cumulative, to billing too
+                        report_seq += 1
+                        self._report(run, report_seq)
+                    # the closing usage and finished never wait for room
+                    timeout = self.settings.slow_consumer_timeout_s
+                    too_slow = not run.ended and not await live.log.wait_for_room(timeout)
+                    live.log.append(event)  # generated already: one over the limits when too slow
+                    if kind == "delta":
+                        obs.delta_appended()
+                    elif kind == "finished":
+                        obs.finished(event.finished.reason, event.finished.usage)
+                    if too_slow:
+                        log.info("generation %s: slow consumer (%.1fs)", live.generation_id, timeout)
+                        self.live.cancel(live, "SLOW_CONSUMER")
+                        await asyncio.sleep(0)  # the cancellation lands here
+            except (asyncio.CancelledError, CancelRequested):
+                if settling is None:
+                    await events.aclose()  # cancelled while queued or paused: end the worker request
+                    await self._close_cancelled(live, run, report_seq + 1)
+                else:  # too late to cancel: its own `finished` follows once it is sealed
+                    await settling
+                    live.log.append(event)
+                    obs.finished(event.finished.reason, event.finished.usage)
+            except ApiError as e:  # refused before any event: the client gets the status
+                live.error = e
+                obs.refused(e.reason)
+                rejected(self.metrics, e)
+                await asyncio.to_thread(self._end, live, GenerationState.FAILED, e.reason)
+        except Exception:  # never leave a reader waiting on a log that will not close
+            log.exception("generation %s: run failed", live.generation_id)
+        finally:
+            obs.refused("RUN_FAILED")  # a no-op when it ended with `finished` or a refusal
+            live.log.close()
+            live.closed_at = asyncio.get_running_loop().time()
+
+    async def _assigned(self, live: LiveGeneration, run: GenerationRun) -> None:
+        """A worker has room for it: its attempt starts (QUEUED -> RUNNING) and sets the epoch
+        the worker request and every event carry. `CancelRequested` if a cancel came first."""
+        dispatch = Dispatch(self.settings.worker_id, timedelta(seconds=self.settings.lease_s))
+        starting = asyncio.ensure_future(
+            asyncio.to_thread(start_attempt, self.store, live.generation_id, dispatch, now=self.clock())
+        )
+        try:
+            lease = await asyncio.shield(starting)
+        except asyncio.CancelledError:  # cancelled meanwhile: end the attempt if it did start
+            with contextlib.suppress(Exception):
+                lease = await starting
+                live.lease, run.epoch = lease, lease.epoch
+            raise
+        live.lease, run.epoch = lease, lease.epoch
+
+    async def _close_cancelled(self, live: LiveGeneration, run: GenerationRun, seq: int) -> None:
+        reason = Reason.INTERRUPTED if live.cancel_reason == LEASE_LOST else Reason.CANCELED
+        events = run.closing_events(reason)
+        if live.observer is not None:
+            live.observer.settling()
+        await self._settle(live, run, reason, seq, recorded=live.cancel_reason)
+        for event in events:
+            live.log.append(event)
+        if live.observer is not None:
+            live.observer.finished(reason, events[-1].finished.usage)
+        if live.cancel_requested_at is not None:  # not a shutdown
+            lag = asyncio.get_running_loop().time() - live.cancel_requested_at
+            self.metrics.cancellations.labels(live.cancel_reason).inc()
+            self.metrics.cancellation_lag.labels(live.cancel_reason).observe(lag)
+
+    def _report(self, run: GenerationRun, seq: int) -> None:
+        u = run.usage()
+        self.aggregator.report(
+            UsageReport(
+                run.generation_id, run.epoch, seq, u.input_tokens, u.output_tokens, u.cached_input_tokens
+            )
+        )
+
+    async def _settle(
+        self,
+        live: LiveGeneration,
+        run: GenerationRun,
+        reason: pb.Finished.Reason,
+        seq: int,
+        recorded: str = "",
+    ) -> None:
+        """Final usage flushed and acknowledged (when an attempt ran), then the generation ended in
+        its terminal state (`recorded`, e.g. SLOW_CONSUMER, is stored when it says more)."""
+        if live.lease is not None:
+            self._report(run, seq)
+            await self.aggregator.flush_final(run.generation_id, run.epoch)
+        state = STATE_OF_REASON.get(reason, GenerationState.INTERRUPTED)
+        await asyncio.to_thread(self._end, live, state, recorded or Reason.Name(reason))
+
+    def _end(self, live: LiveGeneration, state: GenerationState, reason: str) -> None:
+        now = self.clock()
+        lease = live.lease
+        try:
+            if lease is None:  # never left the queue: nothing ran, nothing is billed
+                ended = (
+                    GenerationState.CANCELED if state is GenerationState.CANCELED else GenerationState.FAILED
+                )
+                finish_queued(self.store, live.generation_id, state=ended, reason=reason, now=now)
+            elif state is GenerationState.INTERRUPTED:
+                interrupt(self.store, lease.generation_id, lease.epoch, reason=reason, now=now)
+            else:
+                finish(self.store, lease, state=state, reason=reason, now=now)
+        except ControlError as e:  # fenced out (a newer attempt or an expired lease): not ours to end
+            log.warning("generation %s: terminal update rejected: %s", live.generation_id, e)

@@ -1,0 +1,97 @@
+"""A generation waiting for worker KV memory is QUEUED, visibly: GetGeneration shows it with its place
+in the queue, it turns RUNNING (epoch 1) when a worker has room, and cancelling it while it waits
+bills nothing."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+
+from llm.v1 import generations_pb2 as pb
+from llm.v1 import generations_pb2_grpc
+from serving.platform import Platform
+from tests.e2e.conftest import auth
+from tests.e2e.worker_metrics import wait_until_idle
+
+State = pb.Generation.State
+MODEL = "smollm2-135m"
+
+
+async def recorded(stub: generations_pb2_grpc.GenerationsStub, request_id: str) -> pb.Generation:
+    """The generation once admission has recorded it (the stream answers nothing while it waits)."""
+    deadline = asyncio.get_running_loop().time() + 120  # generous: a hang fails, not a slow machine
+    while True:
+        try:
+            return await stub.GetGeneration(pb.GetGenerationRequest(request_id=request_id), metadata=auth())
+        except grpc.aio.AioRpcError as e:
+            assert e.code() == grpc.StatusCode.NOT_FOUND
+            assert asyncio.get_running_loop().time() < deadline, "never recorded"
+            await asyncio.sleep(0.05)
+
+
+async def test_waiting_for_worker_memory_is_queued_then_running(channel, platform: Platform) -> None:
+    await wait_until_idle(platform)
+    stub = generations_pb2_grpc.GenerationsStub(channel)
+    hog = stub.Generate(
+        pb.GenerateRequest(
+            model=MODEL, prompt="Count:", max_output_tokens=8000, sampling=pb.SamplingParams(ignore_eos=True)
+        ),
+        metadata=auth(),
+    )
+    hog_started = await hog.read()
+    assert hog_started.HasField("started")  # 501 of the 600 blocks are now reserved
+    waiting = stub.Generate(
+        pb.GenerateRequest(model=MODEL, prompt="Hello", max_output_tokens=2000, request_id="queued-1"),
+        metadata=auth(),
+    )
+    queued = await recorded(stub, "queued-1")
+    assert (queued.state, queued.epoch, queued.queue_position) == (State.QUEUED, 0, 1)
+    assert queued.usage.input_tokens == 0
+    await stub.CancelGeneration(
+        pb.CancelGenerationRequest(generation_id=hog_started.generation_id), metadata=auth()
+    )
+    first = await waiting.read()  # the hog's blocks are free: it leaves the queue
+    assert first.HasField("started") and first.epoch == 1
+    running = await stub.GetGeneration(pb.GetGenerationRequest(request_id="queued-1"), metadata=auth())
+    assert (running.state, running.epoch, running.queue_position) in (
+        (State.RUNNING, 1, 0),
+        (State.COMPLETED, 1, 0),
+    )
+    waiting.cancel()
+
+
+async def test_cancelling_a_queued_generation_bills_nothing(channel, platform: Platform) -> None:
+    await wait_until_idle(platform)
+    stub = generations_pb2_grpc.GenerationsStub(channel)
+    hog = stub.Generate(
+        pb.GenerateRequest(
+            model=MODEL, prompt="Count:", max_output_tokens=8000, sampling=pb.SamplingParams(ignore_eos=True)
+        ),
+        metadata=auth(),
+    )
+    assert (await hog.read()).HasField("started")
+    try:
+        waiting = stub.Generate(
+            pb.GenerateRequest(
+                model=MODEL, prompt="Hello there", max_output_tokens=2000, request_id="queued-2"
+            ),
+            metadata=auth(),
+        )
+        queued = await recorded(stub, "queued-2")
+        assert queued.state == State.QUEUED
+        ended = await stub.CancelGeneration(
+            pb.CancelGenerationRequest(generation_id=queued.generation_id), metadata=auth()
+        )
+        assert (ended.state, ended.finish_reason, ended.epoch) == (
+            State.CANCELED,
+            pb.Finished.Reason.CANCELED,
+            0,
+        )
+        assert (ended.usage.input_tokens, ended.usage.output_tokens) == (0, 0)
+        events = [e async for e in waiting]
+        assert events[-1].finished.reason == pb.Finished.Reason.CANCELED
+        assert events[-1].finished.usage.input_tokens == 0  # nothing was processed
+    finally:
+        hog.cancel()
+    await wait_until_idle(platform)
