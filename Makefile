@@ -34,20 +34,20 @@ $(VENV)/.test-deps: $(VENV)/.serve-deps pyproject.toml constraints.txt
 	$(PIP) install -c constraints.txt -e '.[convert,test]' --config-settings editable_mode=compat
 	touch $@
 
-llm/v1/.generated: $(PROTOS) build/protos.py $(VENV)/.serve-deps
-	$(PY) -m build.protos
+llm/v1/.generated: $(PROTOS) prebuild/protos.py $(VENV)/.serve-deps
+	$(PY) -m prebuild.protos
 	touch $@
 
 # Converts the GGUF into var/models/<name>/<version>/ once; afterwards only verifies checksums.
 artifact: $(VENV)/.serve-deps
-	@$(PY) -m build.artifact >/dev/null
+	@$(PY) -m prebuild.artifact >/dev/null
 
 lint: $(VENV)/.test-deps llm/v1/.generated
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 
 typecheck: $(VENV)/.test-deps llm/v1/.generated
-	$(PY) -m mypy engine frontend build triton_models control billing bench tests
+	$(PY) -m mypy engine frontend serving prebuild triton_models control billing bench tests
 
 unit: setup-test
 	$(PY) -m pytest -q -p no:cacheprovider tests --ignore=tests/e2e

@@ -25,7 +25,6 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor
 
 from billing.aggregator import UsageAggregator
-from build.triton import ModelDeployment, TritonServer, materialize_repository
 from control.model_versions import register_version, set_version_status
 from control.models import ModelVersionStatus
 from control.store import Store, open_store
@@ -50,6 +49,8 @@ from frontend.routing import Dispatcher, WorkerHandle, WorkerPool
 from frontend.server import frontend_server
 from frontend.supervisor import Supervisor
 from frontend.worker import TritonWorker
+from serving.deployment import ModelDeployment, materialize_repository
+from serving.triton import TritonServer
 
 ROOT = Path(__file__).resolve().parent.parent
 log = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ log = logging.getLogger(__name__)
 def artifact_for(model: ModelSettings) -> Path:
     """The verified artifact folder of a `[[models]]` entry, in its `quantization` scheme (built from
     the GGUF, and quantized from the plain artifact, if needed)."""
-    from build.artifact import DEFAULT_NAME, ensure_artifact, ensure_quantized
+    from prebuild.artifact import DEFAULT_NAME, ensure_artifact, ensure_quantized
 
     if model.source == DEFAULT_MODEL_SOURCE:
         return ensure_artifact(DEFAULT_NAME, quantization=model.quantization)

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from build.triton import SHM, SHM_PREFIX, ModelDeployment, TritonError, TritonServer, materialize_repository
 from engine.artifact import read_manifest
+from serving.deployment import ModelDeployment, materialize_repository
+from serving.triton import SHM, SHM_PREFIX, TritonError, TritonServer
 
 ROOT = Path(__file__).resolve().parents[2]
 

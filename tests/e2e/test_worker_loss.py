@@ -11,7 +11,6 @@ from pathlib import Path
 import grpc
 
 from billing.aggregator import UsageAggregator
-from build.triton import free_port
 from frontend.auth import ApiKeyStore
 from frontend.config import TenantSettings
 from frontend.generations import GenerationManager
@@ -21,6 +20,7 @@ from frontend.server import frontend_server
 from frontend.worker import TritonWorker
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
+from serving.triton import free_port
 from tests.e2e.conftest import KEY_ALPHA, auth, platform_config
 from tests.e2e.test_errors import expect_error
 

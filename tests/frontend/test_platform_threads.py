@@ -8,9 +8,9 @@ from pathlib import Path
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
-from build.triton import ModelDeployment, materialize_repository
 from frontend.config import PlatformConfig, parse_config
 from frontend.platform import engine_threads
+from serving.deployment import ModelDeployment, materialize_repository
 
 
 def config(*workers: int) -> PlatformConfig:

@@ -9,9 +9,9 @@ import pytest
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
-from build.triton import ModelDeployment, materialize_repository
-from build.trtllm import EngineBuild, render_config
 from frontend.worker import EXTENSION_OUTPUTS, OUTPUTS, WorkerRequest, build_inputs
+from prebuild.trtllm import EngineBuild, render_config
+from serving.deployment import ModelDeployment, materialize_repository
 
 CPU_EXTENSION_INPUTS = {"generation_id", "epoch", "cache_salt", "tenant_weight", "tier"}
 WIRE_TYPES = {"INT32": "TYPE_INT32", "INT64": "TYPE_INT64", "UINT64": "TYPE_UINT64", "FP32": "TYPE_FP32",

@@ -1,0 +1,5 @@
+"""The serving side: what runs while the platform serves.
+
+triton.py      locates the `tritonserver` binary in the nvidia-pytriton wheel and runs it
+deployment.py  one model version as a Triton model: its settings, and the model repository
+"""
