@@ -47,7 +47,7 @@ lint: $(VENV)/.test-deps llm/v1/.generated
 	$(PY) -m ruff format --check .
 
 typecheck: $(VENV)/.test-deps llm/v1/.generated
-	$(PY) -m mypy engine frontend serving prebuild triton_models control billing bench tests
+	$(PY) -m mypy contracts engine frontend serving prebuild triton_models control billing bench tests
 
 unit: setup-test
 	$(PY) -m pytest -q -p no:cacheprovider tests --ignore=tests/e2e

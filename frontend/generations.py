@@ -42,7 +42,7 @@ from control.lifecycle import GenerationState
 from control.models import Generation
 from control.store import Store
 from control.termination import finish_attempt, interrupt_attempt
-from frontend.admission import BATCH, INTERACTIVE, Ticket
+from frontend.admission import Ticket
 from frontend.auth import Tenant
 from frontend.errors import ApiError
 from frontend.generation import GenerationRun
@@ -175,7 +175,7 @@ class GenerationManager:
             params=req.params,
             cache_salt=tenant.id,
             tenant_weight=tenant.weight,
-            tier=INTERACTIVE if req.tier == pb.INTERACTIVE else BATCH,
+            tier=req.tier,
         )
         ticket = run.ticket(tenant.id, self.dispatcher.pool.block_size.get(version.version_id, 16))
         try:  # the queue deadline is checked after the tenant's quotas, in the same transaction

@@ -25,15 +25,16 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor
 
 from billing.aggregator import UsageAggregator
+from contracts.capacity import DEFAULT_KV_CACHE_BLOCKS
+from contracts.tier import BATCH, INTERACTIVE
 from control.model_versions import register_version, set_version_status
 from control.models import ModelVersionStatus
 from control.store import Store, open_store
 from frontend.admin import AdminService
-from frontend.admission import BATCH, INTERACTIVE, WaitPredictor
+from frontend.admission import WaitPredictor
 from frontend.auth import ApiKeyStore
 from frontend.catalog import record_catalog, store_url, version_spec
 from frontend.config import (
-    DEFAULT_KV_CACHE_BLOCKS,
     DEFAULT_MODEL_SOURCE,
     LOCAL_ADMIN_KEY,
     LOCAL_API_KEY,

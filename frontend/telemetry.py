@@ -24,6 +24,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from contracts.tier import Tier
 from frontend.metrics import FrontendMetrics
 from llm.v1 import generations_pb2 as pb
 
@@ -152,7 +153,7 @@ def observe_generation(
     version: str,
     prompt_tokens: int,
     max_output_tokens: int,
-    tier: int,
+    tier: Tier,
     received_ns: int,
     received_s: float,
 ) -> GenerationObserver:
@@ -166,7 +167,7 @@ def observe_generation(
             "llm.model_version": version,
             "llm.input_tokens": prompt_tokens,
             "llm.max_output_tokens": max_output_tokens,
-            "llm.tier": "BATCH" if tier else "INTERACTIVE",
+            "llm.tier": tier.name,
         },
     )
     metrics.active.labels(tenant).inc()

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 import torch
 
-from engine.engine import CapacityError, EngineError, EngineRequest, FinishReason, StepOutput
-from engine.sampler import SamplingParams
+from contracts.tier import Tier
+from engine.engine import CapacityError, EngineError, EngineRequest, FinishReason, SamplingParams, StepOutput
 from tests.triton_models import fake_pb_utils as pb
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "triton_models" / "llm_cpu" / "1"
@@ -129,6 +129,7 @@ def make_model(module: ModuleType) -> Any:
     """The model as initialize() leaves it, with the scripted engine and no torch thread."""
     m = module.TritonPythonModel()
     m._types = (CapacityError, EngineError, EngineRequest, FinishReason, SamplingParams)
+    m._tier = Tier
     m.logger = pb.Logger
     m.engine = ScriptedEngine()
     m.eos_ids = frozenset({2})

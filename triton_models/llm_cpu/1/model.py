@@ -68,6 +68,7 @@ class TritonPythonModel:
         params = {k: v["string_value"] for k, v in config.get("parameters", {}).items()}
         if params["repo_root"] not in sys.path:
             sys.path.insert(0, params["repo_root"])
+        from contracts.tier import Tier
         from engine import cost_model
         from engine.artifact import verify
         from engine.config import DTYPES, resolve_dtype
@@ -78,11 +79,12 @@ class TritonPythonModel:
             EngineError,
             EngineRequest,
             FinishReason,
+            SamplingParams,
         )
-        from engine.sampler import SamplingParams
         from engine.weights import load_model
 
         self._types = (CapacityError, EngineError, EngineRequest, FinishReason, SamplingParams)
+        self._tier = Tier
         self.logger = pb_utils.Logger
         artifact = Path(params["artifact_dir"])
         manifest = verify(artifact)  # raises: Triton marks the model unavailable, never ready
@@ -200,7 +202,6 @@ class TritonPythonModel:
                 raise EngineError(f"input_lengths {length} does not fit input_ids of {ids.size}")
             end_id = _scalar(request, "end_id", None)
             stop = self.eos_ids if end_id is None else (frozenset() if end_id < 0 else frozenset([end_id]))
-            top_k = int(_scalar(request, "runtime_top_k", 0))
             seed = _scalar(request, "random_seed", None)
             salt = _scalar(request, "cache_salt", b"")
             rid = request.request_id() or uuid.uuid4().hex
@@ -213,13 +214,13 @@ class TritonPythonModel:
                     max_output_tokens=int(_scalar(request, "request_output_len", 0)),
                     sampling=SamplingParams(
                         temperature=float(_scalar(request, "temperature", 0.0)),
-                        top_k=top_k if top_k > 0 else None,
+                        top_k=int(_scalar(request, "runtime_top_k", 0)),  # 0 is off; the engine refuses < 0
                         top_p=float(_scalar(request, "runtime_top_p", 1.0)),
                         seed=None if seed is None else int(seed),
                     ),
                     stop_token_ids=stop,
                     cache_salt=salt.decode() if isinstance(salt, bytes) else str(salt),
-                    tier=int(_scalar(request, "tier", 0)),
+                    tier=self._tier(int(_scalar(request, "tier", self._tier.INTERACTIVE))),
                     weight=float(_scalar(request, "tenant_weight", 1.0)) or 1.0,
                 )
             )
