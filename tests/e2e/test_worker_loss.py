@@ -57,7 +57,7 @@ async def test_no_live_worker_is_unavailable(platform: Platform) -> None:
 async def test_worker_killed_mid_stream_ends_interrupted(tmp_path: Path) -> None:
     """kill -9 of tritonserver mid-generation: `finished` INTERRUPTED with the usage seen so far,
     marked as not final; no silent restart."""
-    own = Platform(platform_config(), work_dir=tmp_path / "triton")
+    own = Platform(platform_config(tmp_path / "control.sqlite"), work_dir=tmp_path / "triton")
     await asyncio.to_thread(own.start_workers)
     try:
         async with (
