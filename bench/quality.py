@@ -90,8 +90,8 @@ def report(rows: dict[str, dict[str, float]]) -> str:
 
 
 def main() -> int:
-    from build.artifact import ensure_artifact
     from engine.weights import load_model
+    from prebuild.artifact import ensure_artifact
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("var/bench"))

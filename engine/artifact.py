@@ -8,6 +8,12 @@
 
 The version is derived from the file checksums, so equal content means an equal version. Loaders
 call `verify()` and refuse to serve anything that does not match its manifest.
+
+One process hashes each file once: a load passes several checks in the frontend (the set-up step
+that picks the artifact, the registry that loads it) and `verify()` remembers the digest of every
+file it hashed by the file's identity (device, inode, size, mtime, ctime). Any write to a file
+changes its ctime, so a changed file is hashed again. The worker is another process: it hashes
+every file itself when it loads the weights.
 """
 
 from __future__ import annotations
@@ -64,6 +70,26 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+class _CheckedFiles:
+    """sha256 of the files this process has hashed, valid while the file is unchanged."""
+
+    def __init__(self) -> None:
+        self._digests: dict[Path, tuple[tuple[int, ...], str]] = {}
+
+    def sha256(self, path: Path) -> str:
+        st = path.stat()  # before reading: a write during the hash changes ctime, so it is hashed again
+        identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        known = self._digests.get(path)
+        if known is not None and known[0] == identity:
+            return known[1]
+        digest = sha256_file(path)
+        self._digests[path] = (identity, digest)
+        return digest
+
+
+_checked = _CheckedFiles()
+
+
 def derive_version(files: dict[str, str]) -> str:
     joined = "\n".join(f"{name}:{sha}" for name, sha in sorted(files.items()))
     return hashlib.sha256(joined.encode()).hexdigest()[:16]
@@ -98,8 +124,8 @@ def read_manifest(artifact_dir: Path) -> Manifest:
     )
 
 
-def verify(artifact_dir: Path, only: tuple[str, ...] | None = None) -> Manifest:
-    """Checks every file (or the named ones) against the manifest's sha256; returns the manifest.
+def verify(artifact_dir: Path) -> Manifest:
+    """Checks every file against the manifest's sha256; returns the manifest.
 
     Raises ArtifactIntegrityError on a missing or modified file, or a version that does not match
     the checksums (a manifest edited to fit changed files).
@@ -108,12 +134,10 @@ def verify(artifact_dir: Path, only: tuple[str, ...] | None = None) -> Manifest:
     if derive_version(manifest.files) != manifest.version:
         raise ArtifactIntegrityError(f"{artifact_dir}: manifest version does not match its checksums")
     for name, expected in sorted(manifest.files.items()):
-        if only is not None and name not in only:
-            continue
         path = artifact_dir / name
         if not path.is_file():
             raise ArtifactIntegrityError(f"{artifact_dir}: {name} is missing")
-        actual = sha256_file(path)
+        actual = _checked.sha256(path)
         if actual != expected:
             raise ArtifactIntegrityError(
                 f"{artifact_dir}: {name} has sha256 {actual[:12]}…, manifest says {expected[:12]}…"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 BlockKey = bytes  # 32-byte digest
 
@@ -28,13 +28,23 @@ def block_key(
     return h.digest()
 
 
+def chained_blocks(
+    token_ids: Sequence[int],
+    block_size: int,
+    compatibility_key: str,
+    salt: str,
+    parent: BlockKey | None = None,
+) -> Iterator[tuple[Sequence[int], BlockKey]]:
+    """(token ids, key) of each full block of `token_ids`, in order, lazily; `parent` is the key of
+    the block just before token_ids[0] (None: they start the sequence)."""
+    for start in range(0, len(token_ids) - block_size + 1, block_size):
+        block = token_ids[start : start + block_size]
+        parent = block_key(parent, block, compatibility_key, salt)
+        yield block, parent
+
+
 def prefix_block_keys(
     token_ids: Sequence[int], block_size: int, compatibility_key: str, salt: str
 ) -> list[BlockKey]:
     """Keys of every full block of `token_ids`, in order."""
-    keys: list[BlockKey] = []
-    parent: BlockKey | None = None
-    for start in range(0, len(token_ids) - block_size + 1, block_size):
-        parent = block_key(parent, token_ids[start : start + block_size], compatibility_key, salt)
-        keys.append(parent)
-    return keys
+    return [key for _, key in chained_blocks(token_ids, block_size, compatibility_key, salt)]

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import torch
 
+from contracts.capacity import DEFAULT_BLOCK_SIZE, DEFAULT_KV_CACHE_BLOCKS, DEFAULT_MAX_NUM_SEQS
+from contracts.sampling import TOP_K_OFF
 from engine.block_pool import BlockPool
 from engine.kv_cache import PagedKVCache
 from engine.kv_cache_manager import KVCacheManager
@@ -18,7 +20,7 @@ from engine.model import LlamaForCausalLM
 from engine.runner import ModelRunner
 from engine.sampler import make_generator, sample
 from engine.scheduler import GUARANTEED_NO_EVICT, CapacityError, Scheduler, SchedulerOutput
-from engine.sequence import EngineRequest, FinishReason, Sequence, StepOutput
+from engine.sequence import EngineRequest, FinishReason, SamplingParams, Sequence, StepOutput
 
 __all__ = [
     "CapacityError",
@@ -27,6 +29,7 @@ __all__ = [
     "EngineError",
     "EngineRequest",
     "FinishReason",
+    "SamplingParams",
     "StepOutput",
 ]
 
@@ -37,9 +40,9 @@ class EngineError(Exception):
 
 @dataclass(slots=True, frozen=True)
 class EngineConfig:
-    num_blocks: int = 1024  # KV pool size in blocks
-    block_size: int = 16  # tokens per KV block
-    max_num_seqs: int = 64  # running sequences per step
+    num_blocks: int = DEFAULT_KV_CACHE_BLOCKS  # KV pool size in blocks
+    block_size: int = DEFAULT_BLOCK_SIZE  # tokens per KV block
+    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS  # running sequences per step
     max_num_batched_tokens: int = 64  # tokens per step (decodes + prefill chunks)
     policy: str = GUARANTEED_NO_EVICT
     fair_share: bool = True  # prefill in weighted fair order across cache salts; False: arrival order
@@ -94,6 +97,8 @@ class Engine:
             )
         if min(request.prompt_ids) < 0 or max(request.prompt_ids) >= self.vocab_size:
             raise EngineError("prompt token ids outside the vocabulary")
+        if request.sampling.top_k < 0:
+            raise EngineError(f"top_k must be at least 0 ({TOP_K_OFF} is off)")
         seq = Sequence(
             request, next(self._arrivals), make_generator(request.sampling), list(request.prompt_ids)
         )

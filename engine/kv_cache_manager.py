@@ -11,12 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from engine.block_hash import BlockKey, block_key
+from contracts.capacity import blocks_for
+from engine.block_hash import BlockKey, chained_blocks
 from engine.block_pool import BlockPool
-
-
-def blocks_for(num_tokens: int, block_size: int) -> int:
-    return -(-num_tokens // block_size)
 
 
 class KVCacheManager:
@@ -61,15 +58,12 @@ class KVCacheManager:
         The block holding the last token is never yielded, so at least one token is computed (its
         logits start generation) and no shared block is ever written.
         """
-        parent: BlockKey | None = None
-        bs = self.block_size
-        for start in range(0, len(token_ids) - bs, bs):
-            chunk = token_ids[start : start + bs]
-            parent = block_key(parent, chunk, self.compatibility_key, salt)
-            block = self.pool.lookup(parent, chunk)
+        prefix = token_ids[: len(token_ids) - 1]
+        for chunk, key in chained_blocks(prefix, self.block_size, self.compatibility_key, salt):
+            block = self.pool.lookup(key, chunk)
             if block is None:
                 return
-            yield block, parent
+            yield block, key
 
     def peek_prefix(self, token_ids: Sequence[int], salt: str) -> int:
         """Tokens a match would cover now, taking no reference."""
@@ -112,11 +106,10 @@ class KVCacheManager:
         """Registers every block that is now full of computed tokens under its prefix key."""
         table, keys = self._tables[seq_id], self._keys[seq_id]
         bs = self.block_size
-        while len(keys) < min(num_computed // bs, len(table)):
-            i = len(keys)
-            chunk = token_ids[i * bs : (i + 1) * bs]
-            key = block_key(keys[-1] if keys else None, chunk, self.compatibility_key, salt)
-            self.pool.set_key(table[i], key, chunk)
+        new = token_ids[len(keys) * bs : min(num_computed // bs, len(table)) * bs]
+        parent = keys[-1] if keys else None
+        for chunk, key in chained_blocks(new, bs, self.compatibility_key, salt, parent):
+            self.pool.set_key(table[len(keys)], key, chunk)
             keys.append(key)
 
     def release_blocks(self, seq_id: str) -> None:

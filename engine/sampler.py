@@ -7,21 +7,11 @@ output whatever else shares the batch.
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
 
 import torch
 
-
-@dataclass(slots=True, frozen=True)
-class SamplingParams:
-    temperature: float = 0.0  # 0 is greedy
-    top_k: int | None = None  # keep the k most likely tokens; None is off
-    top_p: float = 1.0  # nucleus mass in (0, 1]; 1 is off
-    seed: int | None = None  # None draws a fresh random seed
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature == 0.0
+from contracts.sampling import TOP_K_OFF, TOP_P_OFF
+from engine.sequence import SamplingParams
 
 
 def make_generator(params: SamplingParams) -> torch.Generator | None:
@@ -38,10 +28,10 @@ def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Genera
     if params.greedy or generator is None:
         return int(torch.argmax(logits))
     scaled = logits / params.temperature
-    if params.top_k is not None and params.top_k < scaled.shape[-1]:
+    if params.top_k != TOP_K_OFF and params.top_k < scaled.shape[-1]:
         kth = torch.topk(scaled, params.top_k).values[-1]
         scaled = scaled.masked_fill(scaled < kth, float("-inf"))
-    if params.top_p < 1.0:
+    if params.top_p < TOP_P_OFF:
         sorted_logits, order = torch.sort(scaled, descending=True)
         cumulative = torch.softmax(sorted_logits, dim=-1).cumsum(-1)
         # drop a token once the mass before it already reaches top_p; the best token always stays

@@ -19,7 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from engine.kv_cache_manager import KVCacheManager, blocks_for
+from contracts.capacity import blocks_for
+from engine.kv_cache_manager import KVCacheManager
 from engine.sequence import FinishReason, SeqStatus, Sequence
 
 GUARANTEED_NO_EVICT = "guaranteed_no_evict"

@@ -1,13 +1,20 @@
-"""A request inside the engine, and the request/result value objects at the engine's boundary."""
+"""A request inside the engine, and the request/result value objects at the engine's boundary.
+
+No torch at run time (a sequence's generator is only typed as one), so the scheduler, which works
+on sequences, imports no torch either.
+"""
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import torch
+from contracts.sampling import TOP_K_OFF, TOP_P_OFF
+from contracts.tier import Tier
 
-from engine.sampler import SamplingParams
+if TYPE_CHECKING:
+    import torch
 
 
 class FinishReason(enum.Enum):
@@ -25,6 +32,18 @@ class SeqStatus(enum.IntEnum):
 
 
 @dataclass(slots=True, frozen=True)
+class SamplingParams:
+    temperature: float = 0.0  # 0 is greedy
+    top_k: int = TOP_K_OFF  # keep the k most likely tokens
+    top_p: float = TOP_P_OFF  # nucleus mass in (0, 1]
+    seed: int | None = None  # None draws a fresh random seed
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+
+@dataclass(slots=True, frozen=True)
 class EngineRequest:
     request_id: str
     prompt_ids: tuple[int, ...]
@@ -32,7 +51,7 @@ class EngineRequest:
     sampling: SamplingParams = field(default_factory=SamplingParams)
     stop_token_ids: frozenset[int] = frozenset()  # empty: never stop early (ignore EOS)
     cache_salt: str = ""  # server-controlled prefix-cache scope (tenant or trust group)
-    tier: int = 0  # lower is scheduled first (0 interactive, 1 batch)
+    tier: Tier = Tier.INTERACTIVE  # lower is scheduled first
     weight: float = 1.0  # the salt's weighted-fair share of prefill
 
 

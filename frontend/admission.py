@@ -16,12 +16,10 @@ already reflects the decode load the workers carry. Time comes in as arguments (
 from __future__ import annotations
 
 import itertools
-import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-INTERACTIVE = 0
-BATCH = 1
+from contracts.tier import Tier
 
 
 @dataclass(slots=True, frozen=True)
@@ -29,13 +27,9 @@ class Ticket:
     generation_id: str
     tenant_id: str
     weight: float  # the tenant's fair-share weight
-    tier: int  # INTERACTIVE or BATCH
+    tier: Tier
     prompt_tokens: int  # prefill cost (tokens), before any prefix-cache hit
-    blocks: int  # KV blocks the worker reserves: ceil((prompt + max_output) / block_size)
-
-
-def blocks_for(prompt_tokens: int, max_output_tokens: int, block_size: int) -> int:
-    return math.ceil((prompt_tokens + max_output_tokens) / block_size)
+    blocks: int  # KV blocks the worker reserves: contracts.capacity.blocks_for(prompt + max output)
 
 
 @dataclass(slots=True)
@@ -43,7 +37,7 @@ class WaitPredictor:
     prior_tokens_per_s: float = 500.0  # used until measurements outweigh it
     prior_weight_s: float = 2.0  # the prior counts as this much busy time
     half_life_s: float = 30.0  # of busy time: older measurements fade
-    _backlog: dict[tuple[int, str], int] = field(default_factory=lambda: defaultdict(int))
+    _backlog: dict[tuple[Tier, str], int] = field(default_factory=lambda: defaultdict(int))
     _weights: dict[str, float] = field(default_factory=dict)
     _tokens: float = 0.0  # decayed prefill tokens completed while busy
     _busy_s: float = 0.0  # decayed seconds with prefill backlog
@@ -92,10 +86,10 @@ class WaitPredictor:
         w = self.prior_weight_s
         return (self._tokens + self.prior_tokens_per_s * w) / (self._busy_s + w)
 
-    def backlog_tokens(self, tier: int | None = None) -> int:
+    def backlog_tokens(self, tier: Tier | None = None) -> int:
         return sum(v for (k, _), v in self._backlog.items() if tier is None or k == tier)
 
-    def predict_wait_s(self, tenant_id: str, weight: float, tier: int, cost: int) -> float:
+    def predict_wait_s(self, tenant_id: str, weight: float, tier: Tier, cost: int) -> float:
         """Seconds before a new ticket's prefill would start under fair sharing."""
         ahead = 0.0
         for (k, tenant), tokens in self._backlog.items():
@@ -115,9 +109,9 @@ class FairQueue:
     """
 
     def __init__(self) -> None:
-        self._items: list[tuple[int, float, int, Ticket]] = []  # (tier, start, arrival, ticket)
-        self._finish: dict[tuple[int, str], float] = {}
-        self._vtime: dict[int, float] = defaultdict(float)
+        self._items: list[tuple[Tier, float, int, Ticket]] = []  # (tier, start, arrival, ticket)
+        self._finish: dict[tuple[Tier, str], float] = {}
+        self._vtime: dict[Tier, float] = defaultdict(float)
         self._arrivals = itertools.count()
 
     def __len__(self) -> int:

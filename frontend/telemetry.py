@@ -27,6 +27,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExport
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from contracts.tier import Tier
 from frontend.config import TelemetrySettings
 from frontend.metrics import FrontendMetrics
 from llm.v1 import generations_pb2 as pb
@@ -156,7 +157,7 @@ def observe_generation(
     version: str,
     prompt_tokens: int,
     max_output_tokens: int,
-    tier: int,
+    tier: Tier,
     received_ns: int,
     received_s: float,
 ) -> GenerationObserver:
@@ -170,7 +171,7 @@ def observe_generation(
             "llm.model_version": version,
             "llm.input_tokens": prompt_tokens,
             "llm.max_output_tokens": max_output_tokens,
-            "llm.tier": "BATCH" if tier else "INTERACTIVE",
+            "llm.tier": tier.name,
         },
     )
     metrics.active.labels(tenant).inc()

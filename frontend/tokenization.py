@@ -15,8 +15,6 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import Tokenizer
 from tokenizers.decoders import DecodeStream
 
-from engine.artifact import verify
-
 ROLES = ("system", "user", "assistant")
 
 
@@ -47,7 +45,7 @@ class ModelTokenizer:
 
     @classmethod
     def from_artifact(cls, artifact_dir: Path, eos_token_id: int) -> ModelTokenizer:
-        verify(artifact_dir, only=("tokenizer.json", "chat_template.jinja"))
+        """The tokenizer and template of an artifact its caller verified (registry.load_version)."""
         return cls(
             Tokenizer.from_file(str(artifact_dir / "tokenizer.json")),
             (artifact_dir / "chat_template.jinja").read_text(),

@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from contracts.sampling import TOP_K_OFF, TOP_P_OFF
+from contracts.tier import Tier
 from frontend.errors import ApiError, invalid_argument
 from frontend.tokenization import ROLES, Message
 from llm.v1 import generations_pb2 as pb
@@ -23,8 +25,8 @@ MAX_PROMPT_CHARS = 1_000_000
 class GenerationParams:
     max_output_tokens: int
     temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: int = 0  # 0: off
+    top_p: float = TOP_P_OFF
+    top_k: int = TOP_K_OFF
     seed: int | None = None
     stop: tuple[str, ...] = ()
     ignore_eos: bool = False
@@ -37,7 +39,7 @@ class ValidatedRequest:
     prompt: str | None  # exactly one of prompt / messages is set
     messages: tuple[Message, ...] | None
     params: GenerationParams
-    tier: int  # pb.Tier value
+    tier: Tier
 
 
 def validate(req: pb.GenerateRequest) -> ValidatedRequest:
@@ -66,15 +68,17 @@ def validate(req: pb.GenerateRequest) -> ValidatedRequest:
             )
     else:
         raise invalid_argument("EMPTY_INPUT", "one of prompt or messages is required")
-    if req.tier not in pb.Tier.values():
-        raise invalid_argument("INVALID_TIER", f"unknown tier {req.tier}")
+    try:
+        tier = Tier(req.tier or Tier.INTERACTIVE)  # TIER_UNSPECIFIED is INTERACTIVE
+    except ValueError:
+        raise invalid_argument("INVALID_TIER", f"unknown tier {req.tier}") from None
     return ValidatedRequest(
         request_id=req.request_id,
         model=req.model,
         prompt=prompt,
         messages=messages,
         params=_params(req),
-        tier=req.tier or pb.INTERACTIVE,
+        tier=tier,
     )
 
 
@@ -89,14 +93,14 @@ def _params(req: pb.GenerateRequest) -> GenerationParams:
         raise invalid_argument("INVALID_MAX_OUTPUT_TOKENS", "max_output_tokens must be at least 1")
     s = req.sampling
     temperature = s.temperature if s.HasField("temperature") else 0.0
-    top_p = s.top_p if s.HasField("top_p") else 1.0
-    top_k = s.top_k if s.HasField("top_k") else 0
+    top_p = s.top_p if s.HasField("top_p") else TOP_P_OFF
+    top_k = s.top_k if s.HasField("top_k") else TOP_K_OFF
     if not math.isfinite(temperature) or not 0.0 <= temperature <= MAX_TEMPERATURE:
         raise _sampling("temperature", f"must be in [0, {MAX_TEMPERATURE}]")
     if not math.isfinite(top_p) or not 0.0 < top_p <= 1.0:
         raise _sampling("top_p", "must be in (0, 1]")
     if top_k < 0:
-        raise _sampling("top_k", "must be at least 0 (0 is off)")
+        raise _sampling("top_k", f"must be at least 0 ({TOP_K_OFF} is off)")
     if len(s.stop) > MAX_STOP_STRINGS:
         raise _sampling("stop", f"at most {MAX_STOP_STRINGS} stop strings")
     for stop in s.stop:

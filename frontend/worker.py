@@ -1,7 +1,8 @@
 """The client side of a Triton worker: one streamed inference per generation.
 
-Requests use the TensorRT-LLM backend's tensor names, so the same code drives the CPU (PyTorch
-engine) model and a TensorRT-LLM model. Closing the token iterator early cancels the Triton request.
+Requests use the TensorRT-LLM backend's tensor names (contracts/worker.py), so the same code drives
+the CPU (PyTorch engine) model and a TensorRT-LLM model. Closing the token iterator early cancels the
+Triton request.
 """
 
 from __future__ import annotations
@@ -15,6 +16,10 @@ import tritonclient.grpc.aio as triton_aio
 from tritonclient.grpc import InferInput, InferRequestedOutput, InferResult
 from tritonclient.utils import InferenceServerException
 
+from contracts import worker as wire
+from contracts.sampling import TOP_K_OFF, TOP_P_OFF
+from contracts.tier import Tier
+
 
 class WorkerError(Exception):
     """The worker rejected or failed the request (its message says why)."""
@@ -26,9 +31,6 @@ class WorkerCapacityError(WorkerError):
 
 class WorkerLost(Exception):
     """The stream to the worker broke before the request's final response."""
-
-
-CAPACITY_PREFIX = "capacity: "  # the CPU worker's refusal (triton_models/llm_cpu/1/model.py)
 
 
 @dataclass(slots=True, frozen=True)
@@ -48,14 +50,14 @@ class WorkerRequest:
     max_output_tokens: int
     end_id: int | None  # None: ignore end-of-sequence (sent as -1, as TensorRT-LLM expects)
     temperature: float = 0.0
-    top_k: int = 0
-    top_p: float = 1.0
+    top_k: int = TOP_K_OFF
+    top_p: float = TOP_P_OFF
     seed: int | None = None
     generation_id: str = ""
     epoch: int = 1
     cache_salt: str = ""
     tenant_weight: float = 1.0
-    tier: int = 0  # 0 interactive, 1 batch
+    tier: Tier = Tier.INTERACTIVE
     trace_headers: tuple[tuple[str, str], ...] = ()  # W3C trace context (traceparent) for Triton
 
 
@@ -65,12 +67,10 @@ def _tensor(name: str, value: np.ndarray, dtype: str) -> InferInput:
     return tensor
 
 
-OUTPUTS = ("output_ids", "sequence_length")  # the TensorRT-LLM backend's
-EXTENSION_OUTPUTS = ("num_input_tokens", "num_cached_tokens", "num_output_tokens")  # our CPU worker's
 # What the frontend asks for: the new tokens, and from our worker the prompt's counts (sent only in
 # its admission response). Output token counts are the frontend's own: it sees every token.
-REQUESTED = ("output_ids",)
-REQUESTED_EXTENSIONS = ("num_input_tokens", "num_cached_tokens")
+REQUESTED = (wire.OUTPUT_IDS,)
+REQUESTED_EXTENSIONS = (wire.NUM_INPUT_TOKENS, wire.NUM_CACHED_TOKENS)
 
 
 def parse_response(result: InferResult) -> WorkerChunk:
@@ -84,37 +84,39 @@ def parse_response(result: InferResult) -> WorkerChunk:
     ids: list[int] = []
     counts: dict[str, int] = {}
     for output, data in zip(response.outputs, raw, strict=True):
-        if output.name == "output_ids":
+        if output.name == wire.OUTPUT_IDS:
             ids = np.frombuffer(data, dtype="<i4").tolist()
         elif output.name in REQUESTED_EXTENSIONS and len(data) >= 4:
             counts[output.name] = int.from_bytes(data[:4], "little", signed=True)
-    return WorkerChunk(ids, counts.get("num_input_tokens"), counts.get("num_cached_tokens"))
+    return WorkerChunk(ids, counts.get(wire.NUM_INPUT_TOKENS), counts.get(wire.NUM_CACHED_TOKENS))
 
 
 def build_inputs(req: WorkerRequest, extensions: bool = True) -> list[InferInput]:
     """The request's tensors; without `extensions`, only those the TensorRT-LLM backend declares."""
     ids = np.asarray([req.prompt_ids], dtype=np.int32)  # [1, T]
     inputs = [
-        _tensor("input_ids", ids, "INT32"),
-        _tensor("input_lengths", np.asarray([[ids.shape[1]]], dtype=np.int32), "INT32"),
-        _tensor("request_output_len", np.asarray([[req.max_output_tokens]], dtype=np.int32), "INT32"),
-        _tensor("end_id", np.asarray([[-1 if req.end_id is None else req.end_id]], dtype=np.int32), "INT32"),
-        _tensor("streaming", np.asarray([[True]], dtype=bool), "BOOL"),
-        _tensor("temperature", np.asarray([[req.temperature]], dtype=np.float32), "FP32"),
-        _tensor("runtime_top_k", np.asarray([[req.top_k]], dtype=np.int32), "INT32"),
-        _tensor("runtime_top_p", np.asarray([[req.top_p]], dtype=np.float32), "FP32"),
+        _tensor(wire.INPUT_IDS, ids, "INT32"),
+        _tensor(wire.INPUT_LENGTHS, np.asarray([[ids.shape[1]]], dtype=np.int32), "INT32"),
+        _tensor(wire.REQUEST_OUTPUT_LEN, np.asarray([[req.max_output_tokens]], dtype=np.int32), "INT32"),
+        _tensor(
+            wire.END_ID, np.asarray([[-1 if req.end_id is None else req.end_id]], dtype=np.int32), "INT32"
+        ),
+        _tensor(wire.STREAMING, np.asarray([[True]], dtype=bool), "BOOL"),
+        _tensor(wire.TEMPERATURE, np.asarray([[req.temperature]], dtype=np.float32), "FP32"),
+        _tensor(wire.RUNTIME_TOP_K, np.asarray([[req.top_k]], dtype=np.int32), "INT32"),
+        _tensor(wire.RUNTIME_TOP_P, np.asarray([[req.top_p]], dtype=np.float32), "FP32"),
     ]
     if req.seed is not None:
-        inputs.append(_tensor("random_seed", np.asarray([[req.seed]], dtype=np.uint64), "UINT64"))
+        inputs.append(_tensor(wire.RANDOM_SEED, np.asarray([[req.seed]], dtype=np.uint64), "UINT64"))
     if not extensions:
         return inputs
     return [
         *inputs,
-        _tensor("generation_id", np.asarray([[req.generation_id.encode()]], dtype=object), "BYTES"),
-        _tensor("epoch", np.asarray([[req.epoch]], dtype=np.int64), "INT64"),
-        _tensor("cache_salt", np.asarray([[req.cache_salt.encode()]], dtype=object), "BYTES"),
-        _tensor("tenant_weight", np.asarray([[req.tenant_weight]], dtype=np.float32), "FP32"),
-        _tensor("tier", np.asarray([[req.tier]], dtype=np.int32), "INT32"),
+        _tensor(wire.GENERATION_ID, np.asarray([[req.generation_id.encode()]], dtype=object), "BYTES"),
+        _tensor(wire.EPOCH, np.asarray([[req.epoch]], dtype=np.int64), "INT64"),
+        _tensor(wire.CACHE_SALT, np.asarray([[req.cache_salt.encode()]], dtype=object), "BYTES"),
+        _tensor(wire.TENANT_WEIGHT, np.asarray([[req.tenant_weight]], dtype=np.float32), "FP32"),
+        _tensor(wire.TIER, np.asarray([[req.tier]], dtype=np.int32), "INT32"),
     ]
 
 
@@ -165,8 +167,9 @@ class TritonWorker:
                     raise WorkerLost(f"worker stream broke: {type(e).__name__}") from e
                 if error is not None:
                     message = error.message()
-                    if message.startswith(CAPACITY_PREFIX):
-                        raise WorkerCapacityError(message[len(CAPACITY_PREFIX) :])
+                    reason, detail = wire.parse_refusal(message)
+                    if reason is wire.Refusal.CAPACITY:
+                        raise WorkerCapacityError(detail)
                     raise WorkerError(message)
                 final = result.get_response().parameters.get("triton_final_response")
                 chunk = parse_response(result)

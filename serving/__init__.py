@@ -1,5 +1,13 @@
-"""Process roles and supervision: the all-in-one platform (`make serve`), its Triton workers and their
-supervisor. `start_platform` is the public way to run one from Python (benchmarks, tools)."""
+"""The serving side: process roles and what runs while the platform serves.
+
+platform.py    the all-in-one platform (`make serve`): workers, frontend, supervisor
+workers.py     this machine's Triton workers and what their engines are started with
+supervisor.py  restarts dead workers, heartbeats the worker registry
+triton.py      locates the `tritonserver` binary in the nvidia-pytriton wheel and runs it
+deployment.py  one model version as a Triton model: its settings, and the model repository
+worker/        the CPU worker inside Triton's Python-backend stub: the adapter over engine/
+
+`start_platform` is the public way to run the platform from Python (benchmarks, tools)."""
 
 from __future__ import annotations
 

@@ -22,11 +22,11 @@ import grpc
 from opentelemetry.sdk.trace import SpanProcessor
 
 from billing.aggregator import UsageAggregator
-from build.triton import TritonServer, materialize_repository
+from contracts.tier import BATCH, INTERACTIVE
 from datastore.store import Store, open_store
 from engine.artifact import ArtifactIntegrityError
 from frontend.admin import AdminService
-from frontend.admission import BATCH, INTERACTIVE, WaitPredictor
+from frontend.admission import WaitPredictor
 from frontend.auth import ApiKeyStore
 from frontend.catalog import CatalogCache, mark_ready, read_catalog, seed_catalog, served_versions, store_url
 from frontend.config import ModelSettings, PlatformConfig, check_loopback_only
@@ -37,7 +37,9 @@ from frontend.routing import Dispatcher, WorkerHandle, WorkerPool
 from frontend.server import frontend_server
 from frontend.telemetry import tracer_provider
 from frontend.worker import TritonWorker
+from serving.deployment import materialize_repository
 from serving.supervisor import Supervisor
+from serving.triton import TritonServer
 from serving.workers import LocalWorker, artifact_for, deployment, engine_threads, kv_blocks, worker_port
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,15 +8,16 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from build.triton import ModelDeployment, TritonServer
+from contracts.capacity import DEFAULT_KV_CACHE_BLOCKS
 from frontend.config import (
-    DEFAULT_KV_CACHE_BLOCKS,
     DEFAULT_MODEL_SOURCE,
     ConfigError,
     ModelSettings,
     PlatformConfig,
 )
 from frontend.registry import ServedVersion
+from serving.deployment import ModelDeployment
+from serving.triton import TritonServer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def artifact_for(model: ModelSettings) -> Path:
     """The verified artifact folder of a `[[models]]` entry, in its `quantization` scheme (built from
     the GGUF, and quantized from the plain artifact, if needed)."""
-    from build.artifact import DEFAULT_NAME, ensure_artifact, ensure_quantized
+    from prebuild.artifact import DEFAULT_NAME, ensure_artifact, ensure_quantized
 
     if model.source == DEFAULT_MODEL_SOURCE:
         return ensure_artifact(DEFAULT_NAME, quantization=model.quantization)

@@ -12,7 +12,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 @pytest.fixture(scope="session")
 def artifact_dir() -> Path:
-    from build.artifact import ensure_artifact
+    from prebuild.artifact import ensure_artifact
 
     return ensure_artifact()
 

@@ -14,7 +14,7 @@ import pytest_asyncio
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from frontend.admission import INTERACTIVE
+from contracts.tier import INTERACTIVE
 from frontend.config import PlatformConfig, parse_config
 from serving.platform import Platform
 

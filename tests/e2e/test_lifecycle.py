@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from build.triton import SHM, SHM_PREFIX, ModelDeployment, TritonError, TritonServer, materialize_repository
 from engine.artifact import read_manifest
+from serving.deployment import ModelDeployment, materialize_repository
+from serving.triton import SHM, SHM_PREFIX, TritonError, TritonServer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,8 +36,10 @@ def processes_mentioning(marker: str) -> list[int]:
     return pids
 
 
-def shm_regions() -> set[str]:
-    return {p.name for p in SHM.iterdir() if p.name.startswith(SHM_PREFIX)}
+def shm_regions(pid: int) -> set[str]:
+    """The shared-memory regions of the tritonserver that process `pid` started (serving/triton.py
+    names them with that pid): another test run on the machine has its own."""
+    return {p.name for p in SHM.iterdir() if p.name.startswith(f"{SHM_PREFIX}_{pid}_")}
 
 
 def test_worker_refuses_an_artifact_that_fails_its_checksums(artifact_dir: Path, tmp_path: Path) -> None:
@@ -69,7 +72,6 @@ def test_serve_runs_until_sigterm_and_leaves_nothing_behind(tmp_path: Path) -> N
         f'[triton]\ngrpc_port = 0\nhttp_port = 0\nmetrics_port = 0\nwork_dir = "{work}"\n'
         '[[tenants]]\nid = "cli"\napi_keys = ["cli-key"]\n'
     )
-    shm_before = shm_regions()
     serve = subprocess.Popen(
         [sys.executable, "-m", "serving", "--config", str(config)],
         cwd=ROOT,
@@ -88,6 +90,7 @@ def test_serve_runs_until_sigterm_and_leaves_nothing_behind(tmp_path: Path) -> N
             port = int(match.group(1)) if match else None
         assert port is not None
         assert processes_mentioning(str(work)), "tritonserver and its stub should be running"
+        assert shm_regions(serve.pid), "the stub's shared-memory regions should carry serve's pid"
 
         cli = subprocess.run(
             [
@@ -148,5 +151,5 @@ def test_serve_runs_until_sigterm_and_leaves_nothing_behind(tmp_path: Path) -> N
     assert serve.returncode == 0, rest
     assert "shutting down" in rest
     assert processes_mentioning(str(work)) == []
-    assert shm_regions() <= shm_before
+    assert shm_regions(serve.pid) == set()
     assert (tmp_path / "control.sqlite").stat().st_size > 0  # migrated and catalogued at start-up

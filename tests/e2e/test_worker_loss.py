@@ -11,7 +11,6 @@ from pathlib import Path
 import grpc
 
 from billing.aggregator import UsageAggregator
-from build.triton import free_port
 from control.tenants import TenantEntry, hash_api_key
 from frontend.auth import ApiKeyStore
 from frontend.generations import GenerationManager
@@ -21,6 +20,7 @@ from frontend.worker import TritonWorker
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
 from serving.platform import Platform
+from serving.triton import free_port
 from tests.e2e.conftest import KEY_ALPHA, auth, platform_config
 from tests.e2e.test_errors import expect_error
 
@@ -57,7 +57,7 @@ async def test_no_live_worker_is_unavailable(platform: Platform) -> None:
 async def test_worker_killed_mid_stream_ends_interrupted(tmp_path: Path) -> None:
     """kill -9 of tritonserver mid-generation: `finished` INTERRUPTED with the usage seen so far,
     marked as not final; no silent restart."""
-    own = Platform(platform_config(), work_dir=tmp_path / "triton")
+    own = Platform(platform_config(tmp_path / "control.sqlite"), work_dir=tmp_path / "triton")
     await asyncio.to_thread(own.start_workers)
     try:
         async with (

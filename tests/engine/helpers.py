@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+from contracts.tier import Tier
 from engine.block_pool import BlockPool
 from engine.kv_cache_manager import KVCacheManager
 from engine.scheduler import GUARANTEED_NO_EVICT, Scheduler
@@ -17,7 +18,7 @@ def make_seq(
     prompt_len: int,
     max_out: int = 4,
     salt: str = "t",
-    tier: int = 0,
+    tier: Tier = Tier.INTERACTIVE,
     weight: float = 1.0,
     base: int | None = None,
 ) -> Sequence:

@@ -7,9 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from contracts.capacity import blocks_for
 from engine.block_hash import prefix_block_keys
 from engine.block_pool import BlockPool
-from engine.kv_cache_manager import KVCacheManager, blocks_for
+from engine.kv_cache_manager import KVCacheManager
 
 BS = 4
 NUM_BLOCKS = 24

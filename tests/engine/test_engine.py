@@ -11,8 +11,8 @@ from tokenizers import Tokenizer
 
 from engine.engine import CapacityError, Engine, EngineConfig, EngineRequest, FinishReason, StepOutput
 from engine.model import LlamaForCausalLM
-from engine.sampler import SamplingParams
 from engine.scheduler import MAX_UTILIZATION
+from engine.sequence import SamplingParams
 from engine.weights import load_model
 from tests.conftest import hf_greedy
 from tests.engine.helpers import LONG_TEXT

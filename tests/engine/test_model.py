@@ -9,7 +9,7 @@ import torch
 from tokenizers import Tokenizer
 
 from engine.engine import Engine, EngineConfig, EngineError, EngineRequest, FinishReason, StepOutput
-from engine.sampler import SamplingParams
+from engine.sequence import SamplingParams
 from engine.weights import load_model
 from tests.conftest import hf_greedy
 

@@ -11,9 +11,9 @@ import torch
 from tokenizers import Tokenizer
 
 from bench.quality import AGREEMENT_TOKENS, PROMPTS, THRESHOLDS, measure
-from build.artifact import ensure_artifact, ensure_quantized
 from engine.artifact import verify
 from engine.weights import load_model
+from prebuild.artifact import ensure_artifact, ensure_quantized
 
 
 @functools.cache

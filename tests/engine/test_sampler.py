@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import torch
 
-from engine.sampler import SamplingParams, make_generator, sample
+from engine.sampler import make_generator, sample
+from engine.sequence import SamplingParams
 
 
 def logits() -> torch.Tensor:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from contracts.tier import Tier
 from engine.scheduler import MAX_UTILIZATION, CapacityError, SchedulerOutput
 from engine.sequence import FinishReason, SeqStatus
 from tests.engine.helpers import make_scheduler, make_seq
@@ -42,8 +43,8 @@ def test_sequence_cap_and_token_budget() -> None:
 
 def test_interactive_tier_is_admitted_before_batch() -> None:
     sched = make_scheduler(max_num_batched_tokens=8)
-    sched.add(make_seq("batch", 8, tier=1))
-    sched.add(make_seq("inter", 8, tier=0))
+    sched.add(make_seq("batch", 8, tier=Tier.BATCH))
+    sched.add(make_seq("inter", 8, tier=Tier.INTERACTIVE))
     assert plan(sched.schedule())[0][0] == "inter"
 
 

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from frontend.admission import BATCH, INTERACTIVE, FairQueue, Ticket, WaitPredictor, blocks_for
+from contracts.capacity import blocks_for
+from contracts.tier import BATCH, INTERACTIVE, Tier
+from frontend.admission import FairQueue, Ticket, WaitPredictor
 
 
-def ticket(gid: str, tenant: str, tokens: int, tier: int = INTERACTIVE, weight: float = 1.0) -> Ticket:
-    return Ticket(gid, tenant, weight, tier, tokens, blocks_for(tokens, 16, 16))
-
-
-def test_blocks_for_rounds_prompt_plus_output_up() -> None:
-    assert blocks_for(16, 16, 16) == 2
-    assert blocks_for(17, 16, 16) == 3
+def ticket(gid: str, tenant: str, tokens: int, tier: Tier = INTERACTIVE, weight: float = 1.0) -> Ticket:
+    return Ticket(gid, tenant, weight, tier, tokens, blocks_for(tokens + 16, 16))
 
 
 def test_predicted_wait_counts_own_backlog_and_others_fair_share() -> None:

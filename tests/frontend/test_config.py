@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from frontend.config import ConfigError, ModelSettings, load_config, parse_config
-from serving.platform import Platform, check_loopback_only
+from frontend.config import ConfigError, ModelSettings, check_loopback_only, load_config, parse_config
+from serving.platform import Platform
 
 
 def test_default_config_serves_the_default_model_with_the_local_tenant() -> None:

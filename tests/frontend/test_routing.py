@@ -8,7 +8,8 @@ from collections.abc import AsyncGenerator, Callable
 import grpc
 import pytest
 
-from frontend.admission import INTERACTIVE, Ticket
+from contracts.tier import BATCH, INTERACTIVE
+from frontend.admission import Ticket
 from frontend.errors import ApiError
 from frontend.routing import Dispatcher, WorkerHandle, WorkerPool
 from frontend.worker import WorkerCapacityError, WorkerChunk, WorkerLost, WorkerRequest
@@ -152,14 +153,14 @@ async def test_drained_or_unhealthy_workers_take_nothing() -> None:
 
 
 def test_queue_deadline_refuses_interactive_but_not_batch() -> None:
-    d = Dispatcher(pool_of(w1=(FakeClient(), 10)), queue_wait_s={INTERACTIVE: 1.0, 1: 600.0})
+    d = Dispatcher(pool_of(w1=(FakeClient(), 10)), queue_wait_s={INTERACTIVE: 1.0, BATCH: 600.0})
     d.predictor.prior_tokens_per_s = 100.0
     d.predictor.add(Ticket("x", "A", 1.0, INTERACTIVE, 500, 1), now=0.0)
     with pytest.raises(ApiError) as e:
         d.check_deadline(Ticket("y", "A", 1.0, INTERACTIVE, 100, 1))
     assert e.value.code == grpc.StatusCode.UNAVAILABLE and e.value.reason == "QUEUE_DEADLINE"
     assert e.value.retry_after_s == pytest.approx(4.0)
-    d.check_deadline(Ticket("z", "A", 1.0, 1, 100, 1))  # the batch tier waits up to 600 s
+    d.check_deadline(Ticket("z", "A", 1.0, BATCH, 100, 1))  # the batch tier waits up to 600 s
     d.check_deadline(Ticket("w", "B", 1.0, INTERACTIVE, 50, 1))  # another tenant: fair share only
 
 

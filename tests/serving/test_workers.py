@@ -1,5 +1,5 @@
 """How many torch threads each engine the platform starts gets (docs/architecture.md, "Threads on a
-worker"), and that the worker's model repository carries the number and the modules model.py imports."""
+worker"), and that the worker's model repository carries the number."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
-from build.triton import ModelDeployment, materialize_repository
 from frontend.config import PlatformConfig, parse_config
+from serving.deployment import ModelDeployment, materialize_repository
 from serving.workers import engine_threads
 
 
@@ -34,12 +34,7 @@ def test_the_operators_omp_num_threads_wins() -> None:
     assert engine_threads(config(1), cpus=2, env={"OMP_NUM_THREADS": "two"}) == 2
 
 
-def test_the_repository_carries_the_threads_and_every_module_model_py_imports(tmp_path: Path) -> None:
+def test_the_repository_carries_the_threads(tmp_path: Path) -> None:
     materialize_repository([ModelDeployment("m", Path("/artifact"), "v1", intra_op_threads=3)], tmp_path)
     cfg = text_format.Parse((tmp_path / "m" / "config.pbtxt").read_text(), mc.ModelConfig())
     assert cfg.parameters["intra_op_threads"].string_value == "3"
-    assert sorted(p.name for p in (tmp_path / "m" / "1").iterdir()) == [
-        "model.py",
-        "torch_thread.py",
-        "worker_metrics.py",
-    ]

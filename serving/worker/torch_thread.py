@@ -8,9 +8,17 @@ weights, building the engine and running the loop all on this thread keeps one t
 `intra_op_threads` (docs/architecture.md, "Threads on a worker").
 """
 
+from __future__ import annotations
+
 import concurrent.futures
 import queue
 import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+_Job = tuple[Callable[..., Any], tuple[Any, ...], "concurrent.futures.Future[Any] | None"]
 
 
 class TorchThread:
@@ -18,14 +26,14 @@ class TorchThread:
     `run()` hands the thread over to a function for good (the engine loop: the thread ends when it
     returns)."""
 
-    def __init__(self, intra_op_threads):
-        self._jobs: queue.Queue = queue.Queue()
+    def __init__(self, intra_op_threads: int) -> None:
+        self._jobs: queue.Queue[_Job] = queue.Queue()
         self.thread = threading.Thread(
             target=self._serve, args=(intra_op_threads,), name="engine", daemon=True
         )
         self.thread.start()
 
-    def _serve(self, intra_op_threads):
+    def _serve(self, intra_op_threads: int) -> None:
         import torch
 
         torch.set_num_threads(intra_op_threads)
@@ -39,10 +47,10 @@ class TorchThread:
             except BaseException as e:  # raised again in the caller
                 done.set_exception(e)
 
-    def call(self, fn, *args):
-        done: concurrent.futures.Future = concurrent.futures.Future()
+    def call(self, fn: Callable[..., T], *args: Any) -> T:
+        done: concurrent.futures.Future[T] = concurrent.futures.Future()
         self._jobs.put((fn, args, done))
         return done.result()
 
-    def run(self, fn):
+    def run(self, fn: Callable[[], None]) -> None:
         self._jobs.put((fn, (), None))

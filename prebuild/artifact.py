@@ -3,7 +3,7 @@
 The 4-bit GGUF is dequantized to fp32 once, at set-up, with `transformers` + `gguf` (never imported
 at serving time), and written as safetensors + tokenizer.json + chat template + config + manifest
 (see engine/artifact.py). The result lands in `var/models/<name>/<version>/`; an existing artifact
-that verifies is reused, so the step is idempotent. Run: `python -m build.artifact`.
+that verifies is reused, so the step is idempotent. Run: `python -m prebuild.artifact`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Generates the Python gRPC code for `protos/llm/v1/*.proto` into `llm/v1/` at the repository root.
 
 The generated package is git-ignored and never edited by hand; `make` regenerates it when a proto
-changes. Run: `python -m build.protos`.
+changes. Run: `python -m prebuild.protos`.
 """
 
 from __future__ import annotations

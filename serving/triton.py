@@ -1,5 +1,5 @@
 """Locates the `tritonserver` binary shipped in the nvidia-pytriton wheel, assembles its Python
-backend directory, materializes our model repository from `triton_models/`, and runs the server.
+backend directory, and runs the server over a model repository (serving/deployment.py writes it).
 
 The server is started in its own process group, bound to loopback, in explicit model-control mode;
 `TritonServer.stop()` ends it and every Python-backend stub it spawned and removes any shared-memory
@@ -19,10 +19,8 @@ import sysconfig
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from string import Template
+from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-TEMPLATES = ROOT / "triton_models"
 SHM = Path("/dev/shm")
 SHM_PREFIX = "triton_python_backend_shm_region"
 
@@ -72,52 +70,6 @@ def assemble_backend_dir(install: TritonInstall, dest: Path) -> Path:
         if not target.exists() or target.stat().st_size != src.stat().st_size:
             shutil.copy2(src, target)
     return dest
-
-
-@dataclass(slots=True, frozen=True)
-class ModelDeployment:
-    """One model version as a Triton model; values come from the `[[models]]` config."""
-
-    triton_model_name: str
-    artifact_dir: Path
-    version: str
-    instances: int = 1  # engine instances (each its own stub process and KV cache)
-    dtype: str = "float32"
-    block_size: int = 16
-    kv_cache_blocks: int = 0  # 0: sized by the engine
-    max_num_seqs: int = 64
-    max_num_batched_tokens: int = 0  # the prefill chunk budget; 0: from the measured step cost
-    scheduler_policy: str = "guaranteed_no_evict"
-    fair_share: bool = True
-    intra_op_threads: int = 0  # torch threads of each engine; 0: every CPU the worker may use
-
-
-def materialize_repository(deployments: list[ModelDeployment], repo_dir: Path) -> Path:
-    """Writes `repo_dir/<triton_model_name>/{config.pbtxt,1/*.py}` from the CPU template."""
-    template = Template((TEMPLATES / "llm_cpu" / "config.pbtxt.template").read_text())
-    repo_dir.mkdir(parents=True, exist_ok=True)
-    for d in deployments:
-        model_dir = repo_dir / d.triton_model_name
-        (model_dir / "1").mkdir(parents=True, exist_ok=True)
-        config = template.substitute(
-            triton_model_name=d.triton_model_name,
-            repo_root=str(ROOT),
-            artifact_dir=str(d.artifact_dir),
-            model_version=d.version,
-            instance_count=d.instances,
-            dtype=d.dtype,
-            block_size=d.block_size,
-            kv_cache_blocks=d.kv_cache_blocks,
-            max_num_seqs=d.max_num_seqs,
-            max_num_batched_tokens=d.max_num_batched_tokens,
-            scheduler_policy=d.scheduler_policy,
-            fair_share="true" if d.fair_share else "false",
-            intra_op_threads=d.intra_op_threads,
-        )
-        (model_dir / "config.pbtxt").write_text(config)
-        for source in (TEMPLATES / "llm_cpu" / "1").glob("*.py"):  # model.py and the modules it imports
-            shutil.copy2(source, model_dir / "1" / source.name)
-    return repo_dir
 
 
 def free_port() -> int:
@@ -210,7 +162,7 @@ class TritonServer:
             "--trace-config=level=TIMESTAMPS",
         ]
 
-    def _client(self):
+    def _client(self) -> Any:
         import tritonclient.grpc as grpcclient
 
         return grpcclient.InferenceServerClient(self.grpc_url)

@@ -1,5 +1,6 @@
-"""The CPU worker and the TensorRT-LLM worker declare one tensor interface, and the frontend sends
-each of them only tensors it declares, with the declared types and shapes."""
+"""The CPU worker and the TensorRT-LLM worker declare one tensor interface, the one contracts/worker.py
+names, and the frontend sends each of them only tensors it declares, with the declared types and
+shapes."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ import pytest
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
-from build.triton import ModelDeployment, materialize_repository
-from build.trtllm import EngineBuild, render_config
-from frontend.worker import EXTENSION_OUTPUTS, OUTPUTS, WorkerRequest, build_inputs
+from contracts import worker as wire
+from frontend.worker import WorkerRequest, build_inputs
+from prebuild.trtllm import EngineBuild, render_config
+from serving.deployment import ModelDeployment, materialize_repository
 
-CPU_EXTENSION_INPUTS = {"generation_id", "epoch", "cache_salt", "tenant_weight", "tier"}
+CPU_EXTENSION_INPUTS = set(wire.EXTENSION_INPUTS)
 WIRE_TYPES = {"INT32": "TYPE_INT32", "INT64": "TYPE_INT64", "UINT64": "TYPE_UINT64", "FP32": "TYPE_FP32",
               "BOOL": "TYPE_BOOL", "BYTES": "TYPE_STRING"}  # fmt: skip
 
@@ -43,9 +45,10 @@ def test_every_tensorrt_llm_tensor_is_declared_identically_by_the_cpu_model(cpu,
     assert {name: cpu_in.get(name) for name in trt_in} == trt_in
     cpu_out, trt_out = signature(cpu.output), signature(trt.output)
     assert {name: cpu_out.get(name) for name in trt_out} == trt_out
+    assert set(trt_in) == set(wire.TRTLLM_INPUTS)
     required = {t.name for t in trt.input if not t.optional}
     assert required == {t.name for t in cpu.input if not t.optional} == {
-        "input_ids", "input_lengths", "request_output_len"
+        wire.INPUT_IDS, wire.INPUT_LENGTHS, wire.REQUEST_OUTPUT_LEN
     }  # fmt: skip
 
 
@@ -53,8 +56,8 @@ def test_cpu_extensions_are_optional_inputs_and_extra_outputs_only(cpu, trt) -> 
     extra_in = {t.name: t for t in cpu.input if t.name not in {u.name for u in trt.input}}
     assert set(extra_in) == CPU_EXTENSION_INPUTS
     assert all(t.optional for t in extra_in.values())
-    assert {t.name for t in cpu.output} - {t.name for t in trt.output} == set(EXTENSION_OUTPUTS)
-    assert set(OUTPUTS) == {t.name for t in trt.output}
+    assert {t.name for t in cpu.output} - {t.name for t in trt.output} == set(wire.EXTENSION_OUTPUTS)
+    assert set(wire.TRTLLM_OUTPUTS) == {t.name for t in trt.output}
 
 
 def test_both_are_decoupled_with_a_batch_dimension(cpu, trt) -> None:

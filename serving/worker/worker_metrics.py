@@ -1,30 +1,59 @@
 """The CPU worker's metrics on Triton's metrics endpoint (the Python backend's custom metrics API),
 published at most every METRICS_INTERVAL_S while busy and once when the engine goes idle."""
 
-import time
+from __future__ import annotations
 
-import triton_python_backend_utils as pb_utils
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from engine.engine import Stats
 
 METRICS_INTERVAL_S = 0.5
 LOOP_PARTS = ("cancel_check", "model", "respond")  # where the engine loop's time goes
 
 
+class Metric(Protocol):
+    def set(self, value: float) -> None: ...
+
+    def increment(self, value: float) -> None: ...
+
+
+class MetricFamily(Protocol):
+    def Metric(self, labels: dict[str, str]) -> Metric: ...
+
+
+class MetricsApi(Protocol):
+    """Creates metric families (Triton's `pb_utils.MetricFamily`; triton_binding.py)."""
+
+    def family(self, name: str, description: str, counter: bool) -> MetricFamily: ...
+
+
 class WorkerMetrics:
     """Worker metrics on Triton's metrics endpoint (custom metrics API)."""
 
-    def __init__(self, model_name):
-        g, c = pb_utils.MetricFamily.GAUGE, pb_utils.MetricFamily.COUNTER
-        self.families = [
-            pb_utils.MetricFamily("llm_worker_kv_blocks", "KV cache blocks by state (used, free, cached)", g),
-            pb_utils.MetricFamily("llm_worker_sequences", "Sequences in the engine by state", g),
-            pb_utils.MetricFamily("llm_worker_preemptions_total", "Sequences preempted for recompute", c),
-            pb_utils.MetricFamily("llm_worker_prefix_query_tokens_total", "Prompt tokens looked up", c),
-            pb_utils.MetricFamily("llm_worker_prefix_hit_tokens_total", "Prompt tokens hit in the cache", c),
-            pb_utils.MetricFamily("llm_worker_batch_tokens", "Tokens in the last engine step", g),
-            pb_utils.MetricFamily("llm_worker_steps_total", "Engine steps run", c),
-            pb_utils.MetricFamily("llm_worker_batched_tokens_total", "Tokens computed over all steps", c),
-        ]
-        blocks, seqs, pre, query, hit, batch, steps, batched = self.families
+    def __init__(self, model_name: str, api: MetricsApi, clock: Callable[[], float] = time.monotonic) -> None:
+        def gauge(name: str, description: str) -> MetricFamily:
+            return api.family(name, description, counter=False)
+
+        def counter(name: str, description: str) -> MetricFamily:
+            return api.family(name, description, counter=True)
+
+        blocks = gauge("llm_worker_kv_blocks", "KV cache blocks by state (used, free, cached)")
+        seqs = gauge("llm_worker_sequences", "Sequences in the engine by state")
+        pre = counter("llm_worker_preemptions_total", "Sequences preempted for recompute")
+        query = counter("llm_worker_prefix_query_tokens_total", "Prompt tokens looked up")
+        hit = counter("llm_worker_prefix_hit_tokens_total", "Prompt tokens hit in the cache")
+        batch = gauge("llm_worker_batch_tokens", "Tokens in the last engine step")
+        steps = counter("llm_worker_steps_total", "Engine steps run")
+        batched = counter("llm_worker_batched_tokens_total", "Tokens computed over all steps")
+        loop = counter(
+            "llm_worker_loop_seconds_total",
+            "Engine loop time by part: cancel_check (asking Triton), model (the engine step), "
+            "respond (creating and sending the step's responses)",
+        )
+        self.families = [blocks, seqs, pre, query, hit, batch, steps, batched, loop]
         label = {"model": model_name}
         self.gauges = {
             "blocks_used": blocks.Metric({**label, "state": "used"}),
@@ -41,29 +70,23 @@ class WorkerMetrics:
             "steps": steps.Metric(label),
             "batched_tokens": batched.Metric(label),
         }
-        loop = pb_utils.MetricFamily(
-            "llm_worker_loop_seconds_total",
-            "Engine loop time by part: cancel_check (asking Triton), model (the engine step), "
-            "respond (creating and sending the step's responses)",
-            c,
-        )
-        self.families.append(loop)
         self.loop = {part: loop.Metric({**label, "part": part}) for part in LOOP_PARTS}
         self.reported = dict.fromkeys(self.counters, 0)
         self.steps = 0
         self.batched_tokens = 0
         self.loop_s = dict.fromkeys(LOOP_PARTS, 0.0)  # accumulated since the last publish
+        self._clock = clock
         self.next_at = 0.0
 
-    def on_step(self, batch_tokens, cancel_check_s, model_s, respond_s):
+    def on_step(self, batch_tokens: int, cancel_check_s: float, model_s: float, respond_s: float) -> None:
         self.steps += 1
         self.batched_tokens += batch_tokens
         self.loop_s["cancel_check"] += cancel_check_s
         self.loop_s["model"] += model_s
         self.loop_s["respond"] += respond_s
 
-    def publish(self, read_stats, force=False):
-        now = time.monotonic()
+    def publish(self, read_stats: Callable[[], Stats], force: bool = False) -> None:
+        now = self._clock()
         if not force and now < self.next_at:
             return
         self.next_at = now + METRICS_INTERVAL_S
@@ -86,7 +109,7 @@ class WorkerMetrics:
                 self.loop[part].increment(seconds)
                 self.loop_s[part] = 0.0
 
-    def close(self):
+    def close(self) -> None:
         self.gauges.clear()
         self.counters.clear()
         self.loop.clear()

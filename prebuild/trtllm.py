@@ -8,7 +8,7 @@ both), so it never runs on our CPU machines. By default it prints the steps; `--
     2. build     trtllm-build with paged KV cache, paged context FMHA (chunked prefill), no padding
     3. repository config.pbtxt from the template, pointing at the engine
 
-Run: `python -m build.trtllm --artifact var/models/smollm2-135m/<version> --work-dir var/trtllm`.
+Run: `python -m prebuild.trtllm --artifact var/models/smollm2-135m/<version> --work-dir var/trtllm`.
 """
 
 from __future__ import annotations

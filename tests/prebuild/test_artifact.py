@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from build.artifact import find_existing
 from engine.artifact import ArtifactIntegrityError, derive_version, read_manifest, verify
+from prebuild.artifact import find_existing
 
 
 def copy_artifact(src: Path, dst: Path) -> Path:

@@ -1,0 +1,66 @@
+"""The worker's interface: TensorRT-LLM's Triton backend tensor names, our extensions, and the
+reasons the CPU worker gives when it refuses a request.
+
+The CPU model declares these in triton_models/llm_cpu/config.pbtxt.template, the TensorRT-LLM model
+in triton_models/tensorrt_llm/config.pbtxt.template; tests/contracts/test_worker_contract.py keeps
+the templates, the frontend's requests and these names in step.
+"""
+
+from __future__ import annotations
+
+import enum
+
+# --- inputs: TensorRT-LLM's --------------------------------------------------------------------
+INPUT_IDS = "input_ids"  # INT32 [batch, tokens]: the prompt
+INPUT_LENGTHS = "input_lengths"  # INT32 [batch, 1]
+REQUEST_OUTPUT_LEN = "request_output_len"  # INT32 [batch, 1]: max output tokens
+END_ID = "end_id"  # INT32 [batch, 1]: the stop token; -1 never stops early; absent: the model's EOS
+PAD_ID = "pad_id"
+STREAMING = "streaming"  # BOOL [batch, 1]
+RUNTIME_TOP_K = "runtime_top_k"  # INT32 [batch, 1]; contracts.sampling.TOP_K_OFF is off
+RUNTIME_TOP_P = "runtime_top_p"  # FP32 [batch, 1]; contracts.sampling.TOP_P_OFF is off
+TEMPERATURE = "temperature"  # FP32 [batch, 1]; 0 is greedy
+RANDOM_SEED = "random_seed"  # UINT64 [batch, 1]
+TRTLLM_INPUTS = (INPUT_IDS, INPUT_LENGTHS, REQUEST_OUTPUT_LEN, END_ID, PAD_ID, STREAMING, RUNTIME_TOP_K,
+                 RUNTIME_TOP_P, TEMPERATURE, RANDOM_SEED)  # fmt: skip
+
+# --- inputs: our extensions (optional; a TensorRT-LLM worker gets none) ------------------------
+GENERATION_ID = "generation_id"  # BYTES [batch, 1]
+EPOCH = "epoch"  # INT64 [batch, 1]: the attempt's epoch
+CACHE_SALT = "cache_salt"  # BYTES [batch, 1]: the prefix-cache scope (the tenant)
+TENANT_WEIGHT = "tenant_weight"  # FP32 [batch, 1]: the tenant's fair share of prefill
+TIER = "tier"  # INT32 [batch, 1]: a contracts.tier.Tier value; absent: INTERACTIVE
+EXTENSION_INPUTS = (GENERATION_ID, EPOCH, CACHE_SALT, TENANT_WEIGHT, TIER)
+
+# --- outputs ------------------------------------------------------------------------------------
+OUTPUT_IDS = "output_ids"  # INT32 [batch, beam, tokens]
+SEQUENCE_LENGTH = "sequence_length"  # INT32 [batch, beam]
+TRTLLM_OUTPUTS = (OUTPUT_IDS, SEQUENCE_LENGTH)
+NUM_INPUT_TOKENS = "num_input_tokens"  # INT32 [batch, 1]: the prompt's tokens
+NUM_CACHED_TOKENS = "num_cached_tokens"  # INT32 [batch, 1]: of those, served from the prefix cache
+NUM_OUTPUT_TOKENS = "num_output_tokens"  # INT32 [batch, 1]: generated so far
+EXTENSION_OUTPUTS = (NUM_INPUT_TOKENS, NUM_CACHED_TOKENS, NUM_OUTPUT_TOKENS)
+
+
+class Refusal(enum.StrEnum):
+    """Why the CPU worker ended a request with an error; its message is "<reason>: <detail>"."""
+
+    CAPACITY = "capacity"  # the KV pool cannot take it now: the frontend answers UNAVAILABLE
+    INVALID_REQUEST = "invalid request"  # it can never be served as sent
+    INTERNAL_ERROR = "internal error"  # the engine failed; every live request ends with this
+    UNLOADING = "model is unloading"
+
+
+def refusal_message(reason: Refusal, detail: str = "") -> str:
+    return f"{reason}: {detail}" if detail else str(reason)
+
+
+def parse_refusal(message: str) -> tuple[Refusal | None, str]:
+    """The reason and the detail of a worker's error message; (None, message) when it gives none of
+    ours (a TensorRT-LLM worker's errors)."""
+    for reason in Refusal:
+        if message == reason:
+            return reason, ""
+        if message.startswith(f"{reason}: "):
+            return reason, message[len(reason) + 2 :]
+    return None, message

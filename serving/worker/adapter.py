@@ -1,0 +1,214 @@
+"""WorkerAdapter: the CPU worker's requests over the engine (decoupled: many responses per request).
+
+`submit()` only enqueues (Triton's `execute()` calls it and returns). One thread, the torch thread
+(loader.py), runs `run()`, the engine loop: it admits what arrived, asks each live request once per
+step whether it was cancelled, runs the step and sends every request its responses through its own
+sender (tensors.py says what they carry). Every request gets exactly one FINAL, on every path:
+
+    finished      its last tokens carry FINAL
+    cancelled     the engine aborts it at the step boundary; a bare FINAL follows
+    refused       "capacity: ..." when the KV pool cannot take it now (the frontend answers
+                  UNAVAILABLE), "invalid request: ..." when it can never be served as sent
+    engine error  a step that raises ends every live request with "internal error: <type>" and
+                  rebuilds the engine; the loop goes on
+    unloading     `close()` ends queued and live requests with "model is unloading"
+
+Prompts and outputs are never logged.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Protocol
+
+from contracts.worker import Refusal, refusal_message
+from engine.engine import CapacityError, EngineError, EngineRequest, FinishReason, Stats, StepOutput
+from serving.worker.protocol import ErrorResponse, Log, Request
+from serving.worker.tensors import admission_outputs, engine_request, full_outputs, is_streaming, step_outputs
+from serving.worker.torch_thread import TorchThread
+from serving.worker.worker_metrics import WorkerMetrics
+
+IDLE_WAIT_S = 0.05  # an idle loop waits this long for a request before it publishes metrics again
+
+
+class StepEngine(Protocol):
+    """What the adapter uses of engine.engine.Engine."""
+
+    @property
+    def last_batch_tokens(self) -> int: ...
+
+    def add_request(self, request: EngineRequest) -> StepOutput: ...
+
+    def abort(self, request_id: str) -> None: ...
+
+    def has_unfinished(self) -> bool: ...
+
+    def step(self) -> list[StepOutput]: ...
+
+    def stats(self) -> Stats: ...
+
+
+class _Live:
+    """A request in the engine, with what is needed to answer it."""
+
+    __slots__ = ("held", "request", "streaming")
+
+    def __init__(self, request: Request, streaming: bool) -> None:
+        self.request = request  # kept until its FINAL is sent: Triton frees it after that
+        self.streaming = streaming
+        self.held: list[int] = []  # non-streaming: every token, sent once at the end
+
+
+class WorkerAdapter:
+    def __init__(
+        self,
+        engine: StepEngine,
+        new_engine: Callable[[], StepEngine],
+        eos_ids: frozenset[int],
+        metrics: WorkerMetrics,
+        log: Log,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        """engine: built on the thread that will run the loop; new_engine: builds a fresh one
+        there after a failed step. eos_ids: the stop tokens of a request that names no end_id."""
+        self.engine = engine
+        self._new_engine = new_engine
+        self.eos_ids = eos_ids
+        self.metrics = metrics
+        self.log = log
+        self._clock = clock
+        self.incoming: queue.Queue[Request] = queue.Queue()
+        self.live: dict[str, _Live] = {}  # request id in the engine -> the request
+        self._stopping = threading.Event()
+        self._loop_thread: threading.Thread | None = None
+        self._was_busy = False
+
+    def submit(self, request: Request) -> None:
+        self.incoming.put(request)
+
+    def start(self, torch_thread: TorchThread) -> None:
+        """Hands the torch thread over to the loop for good."""
+        self._loop_thread = torch_thread.thread
+        torch_thread.run(self.run)
+
+    def run(self) -> None:
+        """The engine loop, until close()."""
+        while not self._stopping.is_set():
+            self.run_once(block=True)
+
+    def run_once(self, block: bool = False) -> None:
+        """One turn of the loop: admit what arrived (when idle and `block`, waiting up to IDLE_WAIT_S
+        for it), one engine step if any work is left, the metrics."""
+        try:
+            self._admit_incoming(block=block and not self.engine.has_unfinished())
+            busy = self.engine.has_unfinished()
+            if busy:
+                self._step()
+                busy = self.engine.has_unfinished()
+            # periodically while busy, and at once when the engine goes idle
+            self.metrics.publish(self.engine.stats, force=self._was_busy and not busy)
+            self._was_busy = busy
+        except Exception as e:  # a bug must not kill the loop silently: fail every live request
+            self.log.log_error(f"engine step failed: {type(e).__name__}: {e}")
+            self._fail_live(refusal_message(Refusal.INTERNAL_ERROR, type(e).__name__))
+            self.engine = self._new_engine()
+
+    def close(self) -> None:
+        """Stops the loop, then ends every queued and live request (Triton is unloading the model)."""
+        self._stopping.set()
+        if self._loop_thread is not None:
+            self._loop_thread.join(timeout=10)
+        message = refusal_message(Refusal.UNLOADING)
+        while True:
+            try:
+                self._send_error(self.incoming.get_nowait(), message)
+            except queue.Empty:
+                break
+        self._fail_live(message)
+        self.metrics.close()
+
+    # --- the loop's parts --------------------------------------------------------------------
+
+    def _admit_incoming(self, block: bool) -> None:
+        try:
+            request = self.incoming.get(timeout=IDLE_WAIT_S) if block else self.incoming.get_nowait()
+        except queue.Empty:
+            return
+        while True:
+            self._admit(request)
+            try:
+                request = self.incoming.get_nowait()
+            except queue.Empty:
+                return
+
+    def _admit(self, request: Request) -> None:
+        try:
+            streaming = is_streaming(request)
+            rid = self._unique_id(request.request_id())
+            admitted = self.engine.add_request(engine_request(request, rid, self.eos_ids))
+        except CapacityError as e:
+            self._send_error(request, refusal_message(Refusal.CAPACITY, str(e)))
+            return
+        except (EngineError, ValueError, TypeError) as e:
+            self._send_error(request, refusal_message(Refusal.INVALID_REQUEST, str(e)))
+            return
+        except Exception as e:  # the engine failed: this request ends here, the loop's guard does the rest
+            self._send_error(request, refusal_message(Refusal.INTERNAL_ERROR, type(e).__name__))
+            raise
+        self.live[rid] = _Live(request, streaming)
+        if streaming:
+            request.sender.send(admission_outputs(admitted), final=False)
+
+    def _unique_id(self, rid: str) -> str:
+        rid = rid or uuid.uuid4().hex
+        while rid in self.live:
+            rid = f"{rid}+{uuid.uuid4().hex[:8]}"
+        return rid
+
+    def _step(self) -> None:
+        """Cancellations, one engine step, its responses (one per request that got tokens)."""
+        started = self._clock()
+        for rid, live in self.live.items():  # each check is a round trip to tritonserver
+            if live.request.is_cancelled():
+                self.engine.abort(rid)
+        checked = self._clock()
+        outputs = self.engine.step()
+        stepped = self._clock()
+        for out in outputs:
+            self._respond(out)
+        responded = self._clock()
+        self.metrics.on_step(
+            self.engine.last_batch_tokens, checked - started, stepped - checked, responded - stepped
+        )
+
+    def _respond(self, out: StepOutput) -> None:
+        live = self.live.get(out.request_id)
+        if live is None:
+            return
+        done = out.finish_reason is not None
+        if done:
+            del self.live[out.request_id]
+        sender = live.request.sender
+        if out.finish_reason is FinishReason.ABORTED:
+            sender.send(None, final=True)  # the client cancelled: nothing more to say
+        elif live.streaming:
+            sender.send(step_outputs(out.new_token_ids), final=done)
+        else:
+            live.held.extend(out.new_token_ids)
+            if done:
+                sender.send(full_outputs(live.held, out), final=True)
+
+    def _fail_live(self, message: str) -> None:
+        live, self.live = self.live, {}
+        for entry in live.values():
+            self._send_error(entry.request, message)
+
+    def _send_error(self, request: Request, message: str) -> None:
+        try:
+            request.sender.send(ErrorResponse(message), final=True)
+        except Exception as e:  # one broken sender must not keep the others from their FINAL
+            self.log.log_error(f"could not end request {request.request_id()[:64]}: {type(e).__name__}")

@@ -1,0 +1,76 @@
+"""Starts the CPU worker for one deployment: verifies the artifact, then on the torch thread loads
+the weights, sizes the step budget, builds the engine and runs the loop (torch_thread.py)."""
+
+from __future__ import annotations
+
+import os
+
+from engine import cost_model
+from engine.artifact import verify
+from engine.config import DTYPES, resolve_dtype
+from engine.engine import Engine, EngineConfig
+from engine.model import LlamaForCausalLM
+from engine.weights import load_model
+from serving.deployment import ModelDeployment
+from serving.worker.adapter import WorkerAdapter
+from serving.worker.protocol import Log
+from serving.worker.torch_thread import TorchThread
+from serving.worker.worker_metrics import MetricsApi, WorkerMetrics
+
+
+def start_worker(d: ModelDeployment, metrics_api: MetricsApi, log: Log) -> WorkerAdapter:
+    """The running worker. Raises (and Triton then never marks the model ready) when the artifact
+    fails its checksums or is another version than the deployment names.
+
+    The worker checks every file itself, whatever the frontend checked: it is the process that
+    reads the weights, and a worker host may hold its own copy of the artifact."""
+    manifest = verify(d.artifact_dir)
+    if manifest.version != d.version:
+        raise ValueError(f"artifact version {manifest.version} != configured {d.version}")
+    dtype_name = resolve_dtype(d.dtype)
+    dtype = DTYPES[dtype_name]
+    threads = d.intra_op_threads or len(os.sched_getaffinity(0))
+    torch_thread = TorchThread(threads)
+    model = torch_thread.call(load_model, d.artifact_dir, dtype)
+    budget = d.max_num_batched_tokens or torch_thread.call(_measured_budget, model, dtype_name, log)
+    config = EngineConfig(
+        num_blocks=d.kv_cache_blocks,
+        block_size=d.block_size,
+        max_num_seqs=d.max_num_seqs,
+        max_num_batched_tokens=budget,
+        policy=d.scheduler_policy,
+        fair_share=d.fair_share,
+        dtype=dtype,
+        compatibility_key=f"{manifest.compatibility_key}:{dtype_name}",
+    )
+
+    def new_engine() -> Engine:
+        return Engine(model, config)
+
+    adapter = WorkerAdapter(
+        torch_thread.call(new_engine),
+        new_engine,
+        frozenset(model.config.eos_token_ids),
+        WorkerMetrics(d.triton_model_name, metrics_api),
+        log,
+    )
+    adapter.start(torch_thread)
+    log.log_info(
+        f"model {manifest.version_id} loaded ({dtype_name}, weights {manifest.quantization}, "
+        f"{config.num_blocks} KV blocks of {config.block_size}, {config.policy}, "
+        f"{threads} intra-op threads), checksums verified"
+    )
+    return adapter
+
+
+def _measured_budget(model: LlamaForCausalLM, dtype_name: str, log: Log) -> int:
+    """Tokens per step that keep a step within the inter-token objective on this machine, from a
+    few timed steps (which also warm the kernels up)."""
+    cost = cost_model.measure(model, DTYPES[dtype_name])
+    budget = cost_model.chunk_budget(cost)
+    log.log_info(
+        f"step cost {cost.fixed_s * 1e3:.1f} ms + {cost.per_token_s * 1e3:.3f} ms/token: "
+        f"{budget} tokens per step keep steps within the "
+        f"{cost_model.ITL_OBJECTIVE_S * 1e3:.0f} ms objective"
+    )
+    return budget

@@ -1,0 +1,209 @@
+"""The worker adapter against fakes, without Triton: what each response carries, and exactly one
+FINAL per request on every path (finished, cancelled, refused, malformed, engine error, unloading)."""
+
+from __future__ import annotations
+
+from typing import cast
+
+import pytest
+
+from contracts.tier import Tier
+from engine.engine import EngineError
+from serving.worker.adapter import WorkerAdapter
+from tests.serving.worker.fakes import Clock, Family, Log, Metric, Request, ScriptedEngine, make_adapter
+
+ADMITTED = ({"output_ids": [], "num_input_tokens": [3], "num_cached_tokens": [1]}, False)
+
+
+def submit(adapter: WorkerAdapter, *requests: Request) -> None:
+    for request in requests:
+        adapter.submit(request)
+
+
+def assert_one_final(*requests: Request) -> None:
+    """Each request's last response, and only that one, carries FINAL."""
+    for request in requests:
+        assert [final for _, final in request.sent] == [False] * (len(request.sent) - 1) + [True], request.rid
+
+
+def test_a_streamed_request_gets_its_counts_once_then_only_each_steps_tokens() -> None:
+    adapter, req = make_adapter(), Request("g1")
+    submit(adapter, req)
+    for _ in range(3):
+        adapter.run_once()
+    assert req.sent == [
+        ADMITTED,
+        ({"output_ids": [101]}, False),
+        ({"output_ids": [102]}, False),
+        ({"output_ids": [103]}, True),
+    ]
+    assert adapter.live == {} and not adapter.engine.has_unfinished()
+
+
+def test_a_non_streaming_request_gets_one_response_with_every_token_and_count() -> None:
+    adapter, req = make_adapter(), Request("g1", streaming=False)
+    submit(adapter, req)
+    for _ in range(3):
+        adapter.run_once()
+    tensors = {"output_ids": [101, 102, 103], "sequence_length": [3], "num_input_tokens": [3],
+               "num_cached_tokens": [1], "num_output_tokens": [3]}  # fmt: skip
+    assert req.sent == [(tensors, True)]
+
+
+def test_cancellation_is_checked_once_per_live_request_per_step_and_ends_with_a_bare_final() -> None:
+    adapter = make_adapter()
+    a, b = Request("a", out=5), Request("b", out=5)
+    submit(adapter, a, b)
+    adapter.run_once()
+    a.cancelled = True
+    adapter.run_once()  # a is aborted before this step runs; its FINAL comes with the step's outputs
+    adapter.run_once()
+    assert (a.checks, b.checks) == (2, 3)
+    assert a.sent == [ADMITTED, ({"output_ids": [101]}, False), (None, True)]
+    assert [r for r, _ in b.sent][1:] == [{"output_ids": [101 + n]} for n in range(3)]
+    assert set(adapter.live) == {"b"}
+
+
+def test_a_request_the_pool_cannot_take_now_is_refused_for_capacity_at_once() -> None:
+    engine = ScriptedEngine()
+    engine.full = True
+    adapter, req = make_adapter(engine), Request("g1")
+    submit(adapter, req)
+    adapter.run_once()
+    assert req.sent == [("capacity: needs 1 blocks, 0 free", True)]
+    assert adapter.live == {}
+
+
+@pytest.mark.parametrize(
+    ("request_", "message"),
+    [
+        (Request("no-prompt", prompt=None), "invalid request: input_ids is required"),
+        (Request("long", input_lengths=[9]), "invalid request: input_lengths 9 does not fit input_ids of 3"),
+        (Request("tier", tier=[7]), "invalid request: 7 is not a valid Tier"),
+    ],
+    ids=["no-input-ids", "input-lengths", "unknown-tier"],
+)
+def test_a_malformed_request_is_refused_and_the_others_go_on(request_: Request, message: str) -> None:
+    adapter, ok = make_adapter(), Request("ok", out=1)
+    submit(adapter, request_, ok)
+    adapter.run_once()
+    assert request_.sent == [(message, True)]
+    assert ok.sent == [ADMITTED, ({"output_ids": [101]}, True)]
+
+
+def test_a_request_the_engine_can_never_serve_is_an_invalid_request() -> None:
+    adapter, req = make_adapter(), Request("neg", runtime_top_k=[-1])
+    engine = adapter.engine
+    assert isinstance(engine, ScriptedEngine)
+    engine.fail_add = EngineError("top_k must be at least 0 (0 is off)")
+    submit(adapter, req)
+    adapter.run_once()
+    assert req.sent == [("invalid request: top_k must be at least 0 (0 is off)", True)]
+
+
+def test_a_failed_step_ends_every_live_request_and_the_loop_goes_on_with_a_new_engine() -> None:
+    adapter = make_adapter()
+    a, b = Request("a", out=5), Request("b", streaming=False, out=5)
+    submit(adapter, a, b)
+    adapter.run_once()
+    failing = adapter.engine
+    assert isinstance(failing, ScriptedEngine)
+    failing.fail_step = RuntimeError("boom")
+    adapter.run_once()
+    assert a.sent[-1] == b.sent[-1] == ("internal error: RuntimeError", True)
+    assert_one_final(a, b)
+    assert adapter.live == {} and adapter.engine is not failing
+    assert isinstance(adapter.log, Log) and adapter.log.lines == ["engine step failed: RuntimeError: boom"]
+    later = Request("later", out=1)
+    submit(adapter, later)
+    adapter.run_once()
+    assert later.sent == [ADMITTED, ({"output_ids": [101]}, True)]
+
+
+def test_an_engine_bug_while_admitting_ends_that_request_and_every_live_one() -> None:
+    adapter, live = make_adapter(), Request("live", out=5)
+    submit(adapter, live)
+    adapter.run_once()
+    engine = adapter.engine
+    assert isinstance(engine, ScriptedEngine)
+    engine.fail_add = KeyError("bug")
+    new = Request("new")
+    submit(adapter, new)
+    adapter.run_once()
+    assert new.sent == [("internal error: KeyError", True)]
+    assert live.sent[-1] == ("internal error: KeyError", True)
+    assert_one_final(new, live)
+
+
+def test_unloading_ends_queued_and_live_requests_after_what_was_sent() -> None:
+    adapter, live, queued = make_adapter(), Request("live"), Request("queued")
+    submit(adapter, live)
+    adapter.run_once()
+    submit(adapter, queued)
+    adapter.close()
+    assert live.sent == [ADMITTED, ({"output_ids": [101]}, False), ("model is unloading", True)]
+    assert queued.sent == [("model is unloading", True)]
+    assert adapter.metrics.families == []
+
+
+def test_every_path_sends_exactly_one_final() -> None:
+    engine = ScriptedEngine()
+    adapter = make_adapter(engine)
+    done, cancelled, whole = (
+        Request("done", out=2),
+        Request("cancelled", out=9),
+        Request("whole", False, out=2),
+    )
+    submit(adapter, done, cancelled, whole)
+    adapter.run_once()
+    cancelled.cancelled = True
+    for _ in range(3):
+        adapter.run_once()
+    engine.full = True
+    refused, bad = Request("refused"), Request("bad", tier=[0])
+    submit(adapter, refused, bad)
+    adapter.run_once()
+    engine.full = False
+    failed, unloaded = Request("failed", out=9), Request("unloaded", out=9)
+    submit(adapter, failed)
+    adapter.run_once()
+    engine.fail_step = RuntimeError()
+    adapter.run_once()
+    submit(adapter, unloaded)
+    adapter.run_once()
+    adapter.close()
+    assert_one_final(done, cancelled, whole, refused, bad, failed, unloaded)
+
+
+def test_the_request_carries_tier_sampling_salt_and_stop_tokens_to_the_engine() -> None:
+    adapter = make_adapter()
+    engine = adapter.engine
+    assert isinstance(engine, ScriptedEngine)
+    plain = Request("plain")
+    tuned = Request("tuned", tier=[2], runtime_top_k=[40], runtime_top_p=[0.5], temperature=[0.7],
+                    random_seed=[9], cache_salt=[b"tenant"], tenant_weight=[2.0], end_id=[-1])  # fmt: skip
+    submit(adapter, plain, tuned)
+    adapter.run_once()
+    a, b = engine.admitted
+    assert (a.tier, a.sampling.top_k, a.sampling.top_p, a.stop_token_ids, a.cache_salt, a.weight) == (
+        Tier.INTERACTIVE, 0, 1.0, frozenset({2}), "", 1.0
+    )  # fmt: skip
+    assert (b.tier, b.sampling.top_k, b.sampling.seed, b.stop_token_ids, b.cache_salt, b.weight) == (
+        Tier.BATCH, 40, 9, frozenset(), "tenant", 2.0
+    )  # fmt: skip
+    assert b.sampling.top_p == pytest.approx(0.5) and b.sampling.temperature == pytest.approx(0.7)
+
+
+def test_the_loop_reports_its_steps_and_where_their_time_went() -> None:
+    adapter = make_adapter(clock=Clock(tick=0.25))  # every clock reading is 0.25 s after the last
+    submit(adapter, Request("g1", out=2))
+    adapter.run_once()
+    adapter.run_once()
+    adapter.metrics.publish(adapter.engine.stats, force=True)
+    families = {f.name: f for f in cast(list[Family], adapter.metrics.families)}
+    loop = families["llm_worker_loop_seconds_total"]
+    assert loop.counter
+    assert [(m.labels["part"], m.value) for m in loop.metrics] == [
+        ("cancel_check", 0.5), ("model", 0.5), ("respond", 0.5)
+    ]  # fmt: skip
+    assert cast(Metric, adapter.metrics.counters["steps"]).value == 2
