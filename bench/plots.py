@@ -49,11 +49,7 @@ def plot_cdfs(runs: list[dict[str, Any]], out: Path, stem: str) -> list[Path]:
         for ax in (ttft_ax, itl_ax):
             ax.grid(alpha=0.3)
             ax.legend()
-        path = out / f"{stem}-cdf-{slug(load)}.png"
-        fig.tight_layout()
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        paths.append(path)
+        paths.append(save(fig, out / f"{stem}-cdf-{slug(load)}.png"))
     return paths
 
 
@@ -75,7 +71,10 @@ def plot_sweep(runs: list[dict[str, Any]], out: Path, stem: str) -> Path:
         ax.set(title=title, xlabel="request rate (per s)")
         ax.grid(alpha=0.3)
         ax.legend()
-    path = out / f"{stem}-sweep.png"
+    return save(fig, out / f"{stem}-sweep.png")
+
+
+def save(fig: Any, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

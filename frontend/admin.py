@@ -17,15 +17,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from pathlib import Path
 
 import grpc
 
-from control.model_versions import set_alias_route
-from control.store import Store
-from control.workers import set_worker_draining
 from engine.artifact import ArtifactIntegrityError
+from frontend.catalog import CatalogCache
 from frontend.errors import ApiError, invalid_argument
 from frontend.registry import ModelRegistry, ServedVersion, load_version
 from frontend.routing import WorkerHandle, WorkerPool, ready_workers
@@ -40,14 +37,15 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         self,
         registry: ModelRegistry,
         pool: WorkerPool,
-        store: Store,
+        catalog: CatalogCache,
         deploy: Deploy,
         pump: Callable[[], None] = lambda: None,
     ) -> None:
-        """pump: wakes generations waiting for worker room (an undrained worker has some)."""
+        """catalog: writes to the store, then to the caches. pump: wakes generations waiting for
+        worker room (an undrained worker has some)."""
         self.registry = registry
         self.pool = pool
-        self.store = store
+        self.catalog = catalog
         self.deploy = deploy
         self.pump = pump
         self._deploying = asyncio.Lock()
@@ -68,13 +66,8 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         weights: dict[str, float] = {}
         for t in route.targets:
             weights[t.version_id] = weights.get(t.version_id, 0.0) + t.weight
-        await asyncio.to_thread(self._record_route, route.alias, weights)
-        self.registry.routes[route.alias] = dict(weights)
+        await asyncio.to_thread(self.catalog.set_route, route.alias, weights)
         return route_message(route.alias, self.registry.routes[route.alias])
-
-    def _record_route(self, alias: str, weights: dict[str, float]) -> None:
-        with self.store.transaction() as s:
-            set_alias_route(s, alias, weights, now=datetime.now(UTC))
 
     async def DrainWorker(
         self, request: admin_pb2.DrainWorkerRequest, context: grpc.aio.ServicerContext
@@ -87,18 +80,12 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         return await self._set_draining(request.worker_id, False)
 
     async def _set_draining(self, worker_id: str, draining: bool) -> admin_pb2.Worker:
-        worker = self.pool.workers.get(worker_id)
-        recorded = worker is not None and await asyncio.to_thread(self._record_drain, worker_id, draining)
-        if worker is None or not recorded:
+        if not await asyncio.to_thread(self.catalog.set_draining, worker_id, draining):
             raise ApiError(grpc.StatusCode.NOT_FOUND, "WORKER_NOT_FOUND", f"no worker {worker_id[:128]!r}")
-        worker.draining = draining
+        worker = self.pool.workers[worker_id]
         if not draining:
             self.pump()
         return worker_message(worker)
-
-    def _record_drain(self, worker_id: str, draining: bool) -> bool:
-        with self.store.transaction() as s:
-            return set_worker_draining(s, worker_id, draining, now=datetime.now(UTC)) is not None
 
     async def ListWorkers(
         self, request: admin_pb2.ListWorkersRequest, context: grpc.aio.ServicerContext

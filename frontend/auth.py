@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextvars
 import hashlib
 import hmac
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,7 @@ import grpc
 
 from control.tenants import TenantEntry
 from frontend.errors import ApiError, unauthenticated
+from frontend.handlers import HandlerInterceptor, Streaming, Unary, rewrap
 
 UNAUTHENTICATED_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 ADMIN_PREFIX = "/llm.v1.Admin/"
@@ -89,17 +90,12 @@ class ApiKeyStore:
         raise unauthenticated("invalid API key")
 
 
-class AuthInterceptor(grpc.aio.ServerInterceptor):
+class AuthInterceptor(HandlerInterceptor):
     def __init__(self, keys: ApiKeyStore) -> None:
         self._keys = keys
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(details)
-        if handler is None or details.method.startswith(UNAUTHENTICATED_PREFIXES):
+    def wrap(self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
+        if details.method.startswith(UNAUTHENTICATED_PREFIXES):
             return handler
         tenant: Tenant | ApiError | None = None
         try:
@@ -113,42 +109,28 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
 
 
 def _wrap(handler: grpc.RpcMethodHandler, tenant: Tenant | ApiError | None) -> grpc.RpcMethodHandler:
-    """The same handler, run with the tenant set (None: an admin call), or aborting."""
+    """The same handler, run with the tenant set (None: an admin call), or refused: the ApiError is
+    raised inside the handler, where frontend/error_map.py turns it into the status."""
 
-    def deny() -> None:  # raised inside the handler: frontend/error_map.py turns it into the status
-        assert isinstance(tenant, ApiError)
-        raise tenant
-
-    if handler.unary_unary or handler.stream_unary:
-        inner = handler.unary_unary or handler.stream_unary
-
-        async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            if isinstance(tenant, ApiError):
-                deny()
-            if isinstance(tenant, Tenant):
-                _current_tenant.set(tenant)
-            return await inner(request, context)
-
-        factory = (
-            grpc.unary_unary_rpc_method_handler
-            if handler.unary_unary
-            else grpc.stream_unary_rpc_method_handler
-        )
-        return factory(unary, handler.request_deserializer, handler.response_serializer)
-
-    inner_stream = handler.unary_stream or handler.stream_stream
-
-    async def streaming(request: Any, context: grpc.aio.ServicerContext) -> Any:
+    def enter() -> None:
         if isinstance(tenant, ApiError):
-            deny()
+            raise tenant
         if isinstance(tenant, Tenant):
             _current_tenant.set(tenant)
-        async for item in inner_stream(request, context):
-            yield item
 
-    factory = (
-        grpc.unary_stream_rpc_method_handler
-        if handler.unary_stream
-        else grpc.stream_stream_rpc_method_handler
-    )
-    return factory(streaming, handler.request_deserializer, handler.response_serializer)
+    def unary(inner: Unary) -> Unary:
+        async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            enter()
+            return await inner(request, context)
+
+        return call
+
+    def streaming(inner: Streaming) -> Streaming:
+        async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            enter()
+            async for item in inner(request, context):
+                yield item
+
+        return call
+
+    return rewrap(handler, unary, streaming)

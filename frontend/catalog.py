@@ -16,11 +16,10 @@ Admin writes commit to the store first, then update the cache (frontend/admin.py
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from control.model_versions import (
@@ -37,8 +36,9 @@ from control.models import ModelVersionStatus, RouteOrigin
 from control.revision import current_revision
 from control.store import Store
 from control.tenants import TenantEntry, TenantSpec, tenant_directory, upsert_tenant
-from control.workers import draining_workers
+from control.workers import draining_workers, set_worker_draining
 from frontend.auth import ApiKeyStore
+from frontend.background import Background
 from frontend.registry import ModelRegistry, ServedVersion
 from frontend.routing import WorkerPool
 
@@ -126,19 +126,20 @@ def read_catalog(store: Store) -> CatalogSnapshot:
         )
 
 
+@dataclass(slots=True, eq=False)
 class CatalogCache:
     """Keeps the registry's routes, the API keys and the pool's drain flags equal to the store's."""
 
-    def __init__(
-        self, store: Store, registry: ModelRegistry, keys: ApiKeyStore, pool: WorkerPool, refresh_s: float
-    ) -> None:
-        self.store = store
-        self.registry = registry
-        self.keys = keys
-        self.pool = pool
-        self.refresh_s = refresh_s
-        self.revision = -1  # of the snapshot applied last
-        self._task: asyncio.Task[None] | None = None
+    store: Store
+    registry: ModelRegistry
+    keys: ApiKeyStore
+    pool: WorkerPool
+    refresh_s: float  # how often the revision is polled
+    revision: int = -1  # of the snapshot applied last
+    _background: Background = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._background = Background("catalog-refresh", self._poll)
 
     def apply(self, snapshot: CatalogSnapshot) -> None:
         self.registry.routes = {alias: dict(route) for alias, route in snapshot.routes.items()}
@@ -162,15 +163,31 @@ class CatalogCache:
                 return None
         return read_catalog(self.store)
 
+    # --- Admin's writes: the store first, then this cache ------------------------------------
+
+    def set_route(self, alias: str, weights: dict[str, float]) -> None:
+        """Records the alias' route (control's errors for a bad alias, route or version), then
+        routes by it here (blocking: a store transaction)."""
+        with self.store.transaction() as s:
+            set_alias_route(s, alias, weights, now=datetime.now(UTC))
+        self.registry.routes[alias] = dict(weights)
+
+    def set_draining(self, worker_id: str, draining: bool) -> bool:
+        """Records a worker's drain flag, then applies it here; False for an unknown worker."""
+        worker = self.pool.workers.get(worker_id)
+        if worker is None:
+            return False
+        with self.store.transaction() as s:
+            if set_worker_draining(s, worker_id, draining, now=datetime.now(UTC)) is None:
+                return False
+        worker.draining = draining
+        return True
+
     def start(self) -> None:
-        self._task = asyncio.create_task(self._poll(), name="catalog-refresh")
+        self._background.start()
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._background.close()
 
     async def _poll(self) -> None:
         while True:

@@ -8,7 +8,7 @@ exception's text) and the log gets the traceback.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
@@ -31,6 +31,7 @@ from control.errors import (
 )
 from engine.artifact import ArtifactIntegrityError
 from frontend.errors import ApiError, cursor_expired, invalid_argument
+from frontend.handlers import HandlerInterceptor, Streaming, Unary, rewrap
 from frontend.stream_log import CursorExpired
 from frontend.tokenization import TemplateError
 
@@ -113,25 +114,19 @@ def api_error(e: Exception) -> ApiError:
     return ApiError(Code.INTERNAL, "INTERNAL", "internal error")
 
 
-class ErrorInterceptor(grpc.aio.ServerInterceptor):
+class ErrorInterceptor(HandlerInterceptor):
     """Runs every handler with `api_error` applied to whatever it raises (outermost interceptor, so
     authentication errors pass through it too)."""
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(details)
-        return handler if handler is None else mapped(handler)
+    def wrap(self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
+        return mapped(handler)
 
 
 def mapped(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
     """The same handler, aborting with the mapped status when it raises."""
-    if handler.unary_unary or handler.stream_unary:
-        inner = handler.unary_unary or handler.stream_unary
 
-        async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+    def unary(inner: Unary) -> Unary:
+        async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
             try:
                 return await inner(request, context)
             except grpc.aio.AbortError:
@@ -139,27 +134,18 @@ def mapped(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
             except Exception as e:
                 await context.abort_with_status(api_error(e).to_status())
 
-        factory = (
-            grpc.unary_unary_rpc_method_handler
-            if handler.unary_unary
-            else grpc.stream_unary_rpc_method_handler
-        )
-        return factory(unary, handler.request_deserializer, handler.response_serializer)
+        return call
 
-    inner_stream = handler.unary_stream or handler.stream_stream
+    def streaming(inner: Streaming) -> Streaming:
+        async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            try:
+                async for item in inner(request, context):
+                    yield item
+            except grpc.aio.AbortError:
+                raise
+            except Exception as e:
+                await context.abort_with_status(api_error(e).to_status())
 
-    async def streaming(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        try:
-            async for item in inner_stream(request, context):
-                yield item
-        except grpc.aio.AbortError:
-            raise
-        except Exception as e:
-            await context.abort_with_status(api_error(e).to_status())
+        return call
 
-    factory = (
-        grpc.unary_stream_rpc_method_handler
-        if handler.unary_stream
-        else grpc.stream_stream_rpc_method_handler
-    )
-    return factory(streaming, handler.request_deserializer, handler.response_serializer)
+    return rewrap(handler, unary, streaming)

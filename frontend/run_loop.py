@@ -22,6 +22,7 @@ from billing.aggregator import UsageAggregator
 from billing.usage import UsageReport
 from control.errors import CancelRequested, ControlError
 from control.states import GenerationState
+from control.termination import WORKER_LOST
 from datastore.store import Store
 from frontend.admission import Ticket
 from frontend.errors import ApiError
@@ -63,24 +64,15 @@ def rejected(metrics: FrontendMetrics, e: ApiError) -> None:
     metrics.rejections.labels(e.code.name, e.reason).inc()
 
 
+@dataclass(slots=True, eq=False)
 class RunLoop:
-    def __init__(
-        self,
-        store: Store,
-        aggregator: UsageAggregator,
-        dispatcher: Dispatcher,
-        live: LiveRegistry,
-        settings: GatewaySettings,
-        clock: Callable[[], datetime],
-        metrics: FrontendMetrics,
-    ) -> None:
-        self.store = store
-        self.aggregator = aggregator
-        self.dispatcher = dispatcher
-        self.live = live
-        self.settings = settings
-        self.clock = clock
-        self.metrics = metrics
+    store: Store
+    aggregator: UsageAggregator
+    dispatcher: Dispatcher
+    live: LiveRegistry
+    settings: GatewaySettings
+    clock: Callable[[], datetime]
+    metrics: FrontendMetrics
 
     async def run(self, live: LiveGeneration, run: GenerationRun, ticket: Ticket) -> None:
         report_seq = 0
@@ -100,8 +92,10 @@ class RunLoop:
                         obs.worker_admitted(run.cached_input_tokens)
                     elif kind == "finished":
                         obs.settling()
+                        reason = event.finished.reason  # INTERRUPTED here: the worker stream broke
+                        lost = WORKER_LOST if reason == Reason.INTERRUPTED else ""
                         settling = asyncio.ensure_future(
-                            self._settle(live, run, event.finished.reason, report_seq + 1)
+                            self._settle(live, run, reason, report_seq + 1, recorded=lost)
                         )
                         await asyncio.shield(settling)
                     elif kind == "usage" and not run.ended:  # cumulative, to billing too

@@ -16,6 +16,7 @@ from frontend.generations import GenerationManager
 from frontend.registry import ModelRegistry
 from frontend.routing import WorkerPool, ready_workers
 from frontend.service import GenerationsService, ModelsService, UsageService
+from lifecycle.reads import usage_by_tenant
 from llm.v1 import (
     admin_pb2,
     admin_pb2_grpc,
@@ -63,7 +64,9 @@ async def frontend_server(
     generations = GenerationsService(registry, manager, converse_window)
     generations_pb2_grpc.add_GenerationsServicer_to_server(generations, server)
     models_pb2_grpc.add_ModelsServicer_to_server(ModelsService(registry, pool), server)
-    usage_pb2_grpc.add_UsageServicer_to_server(UsageService(manager.store), server)
+    store = manager.store
+    usage = UsageService(lambda tenant, start, end: usage_by_tenant(store, tenant, start=start, end=end))
+    usage_pb2_grpc.add_UsageServicer_to_server(usage, server)
     if admin is not None:
         admin_pb2_grpc.add_AdminServicer_to_server(admin, server)
     health_servicer = health.aio.HealthServicer()

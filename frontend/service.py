@@ -5,12 +5,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 
 import grpc
 
-from datastore.store import Store
 from frontend.auth import Tenant, current_tenant
 from frontend.converse import Conversation
 from frontend.error_map import api_error
@@ -21,7 +20,7 @@ from frontend.routing import WorkerPool, ready_workers
 from frontend.run_loop import rejected
 from frontend.stream_log import Cursor, CursorExpired
 from frontend.validation import ValidatedRequest, check_context, check_for_version, validate
-from lifecycle.reads import TenantUsage, usage_by_tenant
+from lifecycle.reads import TenantUsage
 from llm.v1 import (
     generations_pb2,
     generations_pb2_grpc,
@@ -201,8 +200,9 @@ class ModelsService(models_pb2_grpc.ModelsServicer):
 class UsageService(usage_pb2_grpc.UsageServicer):
     """Recorded (billed) usage of the caller's tenant in a time window."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    def __init__(self, usage: Callable[[str, datetime, datetime], TenantUsage]) -> None:
+        """usage: (tenant id, window start, window end) -> its recorded usage (blocking)."""
+        self.usage = usage
 
     async def GetUsage(
         self, request: usage_pb2.GetUsageRequest, context: grpc.aio.ServicerContext
@@ -216,7 +216,7 @@ class UsageService(usage_pb2_grpc.UsageServicer):
         end = request.window_end.ToDatetime(UTC) if request.HasField("window_end") else datetime.now(UTC)
         if end <= start:
             raise invalid_argument("INVALID_WINDOW", "window_end must be after window_start")
-        u = await asyncio.to_thread(self._query, tenant.id, start, end)
+        u = await asyncio.to_thread(self.usage, tenant.id, start, end)
         return usage_pb2.GetUsageResponse(
             tenant=tenant.id,
             input_tokens=u.recorded.input_tokens,
@@ -226,6 +226,3 @@ class UsageService(usage_pb2_grpc.UsageServicer):
             unbilled_estimate_tokens=u.unbilled.input_tokens + u.unbilled.output_tokens,
             generations=u.generations,
         )
-
-    def _query(self, tenant_id: str, start: datetime, end: datetime) -> TenantUsage:
-        return usage_by_tenant(self.store, tenant_id, start=start, end=end)

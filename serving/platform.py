@@ -203,7 +203,7 @@ class Platform:
                 self.registry,
                 self.manager,
                 f.converse_window_events,
-                AdminService(self.registry, self.pool, self.store, self.deploy_version, dispatcher.pump),
+                AdminService(self.registry, self.pool, self.catalog, self.deploy_version, dispatcher.pump),
             ) as bound:
                 yield bound
         finally:

@@ -10,51 +10,42 @@ estimated free blocks, loaded versions) to the control store's worker registry.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from control.models import WorkerHealth
 from control.workers import WorkerReport, heartbeat
 from datastore.store import Store
+from frontend.background import Background
 from frontend.routing import Dispatcher, WorkerHandle, WorkerPool
 from serving.workers import LocalWorker
 
 log = logging.getLogger(__name__)
 
 
+@dataclass(slots=True, eq=False)
 class Supervisor:
-    def __init__(
-        self,
-        workers: list[LocalWorker],
-        pool: WorkerPool,
-        store: Store,
-        dispatcher: Dispatcher,
-        interval_s: float = 0.5,
-        heartbeat_s: float = 2.0,
-        retry_s: float = 5.0,
-    ) -> None:
-        self.workers = workers
-        self.pool = pool
-        self.store = store
-        self.dispatcher = dispatcher
-        self.interval_s = interval_s
-        self.heartbeat_s = heartbeat_s
-        self.retry_s = retry_s
-        self.restarts = 0  # completed restarts, all workers
-        self._task: asyncio.Task[None] | None = None
-        self._next_try: dict[str, float] = {}
+    workers: list[LocalWorker]
+    pool: WorkerPool
+    store: Store
+    dispatcher: Dispatcher
+    interval_s: float = 0.5  # how often worker processes are checked
+    heartbeat_s: float = 2.0  # how often the registry is written
+    retry_s: float = 5.0  # after a failed restart
+    restarts: int = 0  # completed restarts, all workers
+    _next_try: dict[str, float] = field(default_factory=dict)
+    _background: Background = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._background = Background("worker-supervisor", self._loop)
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._loop(), name="worker-supervisor")
+        self._background.start()
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._background.close()
 
     async def _loop(self) -> None:
         last_beat = 0.0

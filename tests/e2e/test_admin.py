@@ -4,9 +4,7 @@ blocks, draining, registering a new version and canary routes between versions."
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import os
-import shutil
 import signal
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -16,11 +14,11 @@ import grpc
 import pytest
 import pytest_asyncio
 
-from engine.artifact import Manifest, derive_compatibility_key, derive_version, read_manifest, sha256_file
 from frontend.config import PlatformConfig
 from llm.v1 import admin_pb2, admin_pb2_grpc, generations_pb2_grpc, models_pb2
 from llm.v1 import generations_pb2 as pb
 from serving.platform import Platform
+from tests.e2e.artifacts import variant_artifact
 from tests.e2e.conftest import KEY_ALPHA, auth, platform_config
 from tests.e2e.test_errors import expect_error
 
@@ -64,30 +62,6 @@ async def rest_of(call: grpc.aio.UnaryStreamCall) -> list[pb.GenerationEvent]:
 
 def admin() -> tuple[tuple[str, str], ...]:
     return auth(ADMIN_KEY)
-
-
-def variant_artifact(artifact_dir: Path, into: Path) -> tuple[Path, str]:
-    """The same weights with another chat template: a new immutable version. Returns the folder
-    and its manifest's sha256."""
-    into.mkdir()
-    for p in artifact_dir.iterdir():
-        if p.name == "model.safetensors":
-            (into / p.name).symlink_to(p)
-        elif p.name != "manifest.json":
-            shutil.copy2(p, into / p.name)
-    (into / "chat_template.jinja").write_text((artifact_dir / "chat_template.jinja").read_text() + "{# v2 #}")
-    old = read_manifest(artifact_dir)
-    files = {name: sha256_file(into / name) for name in old.files}
-    manifest = Manifest(
-        name=old.name,
-        version=derive_version(files),
-        compatibility_key=derive_compatibility_key("LlamaForCausalLM", files),
-        files=files,
-        context_length=old.context_length,
-        source=old.source,
-    )
-    (into / "manifest.json").write_text(manifest.to_json())
-    return into, hashlib.sha256((into / "manifest.json").read_bytes()).hexdigest()
 
 
 async def test_admin_calls_need_an_admin_key_and_admin_keys_are_not_tenants(ch) -> None:

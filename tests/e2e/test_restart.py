@@ -17,8 +17,9 @@ from llm.v1 import admin_pb2, admin_pb2_grpc, generations_pb2_grpc, models_pb2, 
 from llm.v1 import generations_pb2 as pb
 from serving.platform import Platform
 from tests.datastore.stores import POSTGRES_URL, postgres_schema
+from tests.e2e.artifacts import variant_artifact
 from tests.e2e.conftest import auth, platform_config
-from tests.e2e.test_admin import ADMIN_KEY, MODEL, admin, variant_artifact
+from tests.e2e.test_admin import ADMIN_KEY, MODEL, admin
 
 CANARY = "smollm2-canary"
 
