@@ -34,9 +34,9 @@ from control.model_versions import (
 )
 from control.models import ModelVersionStatus, RouteOrigin
 from control.revision import current_revision
-from control.store import Store
 from control.tenants import TenantEntry, TenantSpec, tenant_directory, upsert_tenant
 from control.workers import draining_workers, set_worker_draining
+from datastore.store import Store
 from frontend.auth import ApiKeyStore
 from frontend.background import Background
 from frontend.registry import ModelRegistry, ServedVersion
