@@ -19,7 +19,7 @@ import grpc
 
 from control.tenants import TenantEntry
 from frontend.errors import ApiError, unauthenticated
-from frontend.handlers import HandlerInterceptor, Streaming, Unary, rewrap
+from frontend.handlers import HandlerInterceptor, Streaming, Unary, responses, rewrap
 
 UNAUTHENTICATED_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 ADMIN_PREFIX = "/llm.v1.Admin/"
@@ -128,7 +128,7 @@ def _wrap(handler: grpc.RpcMethodHandler, tenant: Tenant | ApiError | None) -> g
     def streaming(inner: Streaming) -> Streaming:
         async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             enter()
-            async for item in inner(request, context):
+            async for item in responses(inner(request, context)):
                 yield item
 
         return call

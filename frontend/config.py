@@ -43,6 +43,13 @@ class FrontendSettings:
     slow_consumer_timeout_s: float = 30.0  # a generation paused this long for its reader is cancelled
     converse_window_events: int = 256  # Converse: events sent per generation beyond the client's ack
     catalog_refresh_s: float = 2.0  # how often the catalog revision is polled (control/revision.py)
+    # request-sized work: caps checked before it, and the threads it runs on (frontend/offload.py)
+    max_request_bytes: int = 1 << 20  # a larger gRPC message is refused RESOURCE_EXHAUSTED by gRPC
+    max_prompt_chars: int = 131_072  # prompt, or all message contents together
+    max_messages: int = 1024
+    tokenizer_threads: int = 2
+    max_pending_tokenizations: int = 64  # beyond it: UNAVAILABLE TOKENIZER_BUSY
+    max_health_watchers: int = 64  # concurrent Health.Watch streams (no credential needed)
 
 
 @dataclass(slots=True, frozen=True)

@@ -33,6 +33,7 @@ from frontend.auth import Tenant
 from frontend.error_map import api_error
 from frontend.errors import ApiError, cursor_expired, invalid_argument
 from frontend.generations import GenerationManager, LiveGeneration
+from frontend.handlers import MALFORMED
 from frontend.stream_log import Cursor, CursorExpired
 from llm.v1 import generations_pb2 as pb
 
@@ -102,6 +103,9 @@ class Conversation:
     async def _read(self, frames: AsyncIterator[pb.ConverseRequest]) -> None:
         try:
             async for frame in frames:
+                if frame is MALFORMED:
+                    await self._reject(invalid_argument("MALFORMED_FRAME", "a frame could not be parsed"))
+                    continue
                 kind = frame.WhichOneof("frame")
                 if kind == "start":
                     await self._start(frame.start)
@@ -155,7 +159,8 @@ class Conversation:
 
     async def _reject(self, error: ApiError, generation_id: str = "", request_id: str = "") -> None:
         log.info("converse: frame refused: %s %s", error.code.name, error.reason)
-        rejected = pb.Rejected(request_id=request_id, status=error.to_proto())
+        # echoes at most 128 characters of the client's id: a refused frame never costs more than it
+        rejected = pb.Rejected(request_id=request_id[:128], status=error.to_proto())
         await self._out.put(pb.GenerationEvent(generation_id=generation_id, rejected=rejected))
 
     # --- one generation's events --------------------------------------------------------------

@@ -31,7 +31,7 @@ from control.errors import (
 )
 from engine.artifact import ArtifactIntegrityError
 from frontend.errors import ApiError, cursor_expired, invalid_argument
-from frontend.handlers import HandlerInterceptor, Streaming, Unary, rewrap
+from frontend.handlers import MALFORMED, HandlerInterceptor, Streaming, Unary, responses, rewrap, tolerant
 from frontend.stream_log import CursorExpired
 from frontend.tokenization import TemplateError
 
@@ -128,6 +128,7 @@ def mapped(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
     def unary(inner: Unary) -> Unary:
         async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
             try:
+                refuse_malformed(request)
                 return await inner(request, context)
             except grpc.aio.AbortError:
                 raise
@@ -139,7 +140,8 @@ def mapped(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
     def streaming(inner: Streaming) -> Streaming:
         async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             try:
-                async for item in inner(request, context):
+                refuse_malformed(request)
+                async for item in responses(inner(request, context)):
                     yield item
             except grpc.aio.AbortError:
                 raise
@@ -148,4 +150,11 @@ def mapped(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
 
         return call
 
-    return rewrap(handler, unary, streaming)
+    return rewrap(handler, unary, streaming, tolerant)
+
+
+def refuse_malformed(request: Any) -> None:
+    """INVALID_ARGUMENT for a request whose bytes did not parse (client-streamed messages are
+    checked by their handler, e.g. Converse frames)."""
+    if request is MALFORMED:
+        raise invalid_argument("MALFORMED_REQUEST", "the request message could not be parsed")

@@ -15,6 +15,9 @@ from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 DOMAIN = "llm.v1"
+# an error never echoes unbounded client input: messages and detail values are cut to these
+MAX_MESSAGE_CHARS = 1024
+MAX_DETAIL_CHARS = 256
 
 
 @dataclass(slots=True)
@@ -35,7 +38,8 @@ class ApiError(Exception):
     def to_proto(self, rng: random.Random | None = None) -> status_pb2.Status:
         """The google.rpc.Status (also carried in a Converse `rejected` event)."""
         details = []
-        info = error_details_pb2.ErrorInfo(reason=self.reason, domain=DOMAIN, metadata=self.metadata)
+        metadata = {k[:64]: v[:MAX_DETAIL_CHARS] for k, v in self.metadata.items()}
+        info = error_details_pb2.ErrorInfo(reason=self.reason, domain=DOMAIN, metadata=metadata)
         details.append(info)
         if self.retry_after_s is not None:
             jittered = self.retry_after_s * (1.0 + (rng or random).random() * 0.5)
@@ -46,7 +50,7 @@ class ApiError(Exception):
             subject, description = self.quota
             violation = error_details_pb2.QuotaFailure.Violation(subject=subject, description=description)
             details.append(error_details_pb2.QuotaFailure(violations=[violation]))
-        status = status_pb2.Status(code=self.code.value[0], message=self.message)
+        status = status_pb2.Status(code=self.code.value[0], message=self.message[:MAX_MESSAGE_CHARS])
         for d in details:
             status.details.add().Pack(d)
         return status

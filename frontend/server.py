@@ -11,11 +11,15 @@ from grpc_reflection.v1alpha import reflection
 
 from frontend.admin import AdminService
 from frontend.auth import ApiKeyStore, AuthInterceptor
+from frontend.config import FrontendSettings
 from frontend.error_map import ErrorInterceptor
+from frontend.errors import ApiError
 from frontend.generations import GenerationManager
+from frontend.offload import Offload
 from frontend.registry import ModelRegistry
 from frontend.routing import WorkerPool, ready_workers
 from frontend.service import GenerationsService, ModelsService, UsageService
+from frontend.validation import RequestLimits
 from lifecycle.reads import usage_by_tenant
 from llm.v1 import (
     admin_pb2,
@@ -28,6 +32,7 @@ from llm.v1 import (
     usage_pb2_grpc,
 )
 
+DEFAULT_SETTINGS = FrontendSettings()
 SERVICE_NAMES = (
     generations_pb2.DESCRIPTOR.services_by_name["Generations"].full_name,
     models_pb2.DESCRIPTOR.services_by_name["Models"].full_name,
@@ -49,19 +54,50 @@ async def refresh_health(
     return ready
 
 
+class CappedHealthServicer(health.aio.HealthServicer):
+    """The stock health service; Health.Watch streams (no credential needed) are capped in number."""
+
+    def __init__(self, max_watchers: int) -> None:
+        super().__init__()
+        self.max_watchers = max_watchers
+        self.watchers = 0
+
+    async def Watch(self, request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext) -> None:
+        if self.watchers >= self.max_watchers:
+            raise ApiError(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                "TOO_MANY_WATCHERS",
+                f"at most {self.max_watchers} Health.Watch streams at a time",
+                retry_after_s=5.0,
+            )
+        self.watchers += 1
+        try:
+            await super().Watch(request, context)
+        finally:
+            self.watchers -= 1
+
+
 @asynccontextmanager
 async def frontend_server(
     listen: str,
     keys: ApiKeyStore,
     registry: ModelRegistry,
     manager: GenerationManager,
-    converse_window: int = 256,
+    settings: FrontendSettings = DEFAULT_SETTINGS,
     admin: AdminService | None = None,
 ) -> AsyncIterator[tuple[grpc.aio.Server, int]]:
     """Starts the server on `listen` (port 0 picks one) and yields (server, bound port)."""
-    server = grpc.aio.server(interceptors=[ErrorInterceptor(), AuthInterceptor(keys)])
+    server = grpc.aio.server(
+        interceptors=[ErrorInterceptor(), AuthInterceptor(keys)],
+        options=[
+            ("grpc.max_receive_message_length", settings.max_request_bytes),
+            ("grpc.max_send_message_length", 16 << 20),
+        ],
+    )
     pool = manager.dispatcher.pool
-    generations = GenerationsService(registry, manager, converse_window)
+    limits = RequestLimits(settings.max_prompt_chars, settings.max_messages)
+    offload = Offload(settings.tokenizer_threads, settings.max_pending_tokenizations)
+    generations = GenerationsService(registry, manager, settings.converse_window_events, limits, offload)
     generations_pb2_grpc.add_GenerationsServicer_to_server(generations, server)
     models_pb2_grpc.add_ModelsServicer_to_server(ModelsService(registry, pool), server)
     store = manager.store
@@ -69,7 +105,7 @@ async def frontend_server(
     usage_pb2_grpc.add_UsageServicer_to_server(usage, server)
     if admin is not None:
         admin_pb2_grpc.add_AdminServicer_to_server(admin, server)
-    health_servicer = health.aio.HealthServicer()
+    health_servicer = CappedHealthServicer(settings.max_health_watchers)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
         (*SERVICE_NAMES, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
@@ -85,3 +121,4 @@ async def frontend_server(
     finally:
         await health_servicer.enter_graceful_shutdown()
         await server.stop(grace=5)
+        offload.close()

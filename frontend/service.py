@@ -15,11 +15,19 @@ from frontend.converse import Conversation
 from frontend.error_map import api_error
 from frontend.errors import ApiError, cursor_expired, invalid_argument
 from frontend.generations import GenerationManager, LiveGeneration
+from frontend.offload import Offload
 from frontend.registry import ModelRegistry, ServedVersion
 from frontend.routing import WorkerPool, ready_workers
 from frontend.run_loop import rejected
 from frontend.stream_log import Cursor, CursorExpired
-from frontend.validation import ValidatedRequest, check_context, check_for_version, validate
+from frontend.validation import (
+    DEFAULT_LIMITS,
+    RequestLimits,
+    ValidatedRequest,
+    check_context,
+    check_for_version,
+    validate,
+)
 from lifecycle.reads import TenantUsage
 from llm.v1 import (
     generations_pb2,
@@ -44,11 +52,18 @@ def tokenize(version: ServedVersion, req: ValidatedRequest) -> tuple[int, ...]:
 
 class GenerationsService(generations_pb2_grpc.GenerationsServicer):
     def __init__(
-        self, registry: ModelRegistry, manager: GenerationManager, converse_window: int = 256
+        self,
+        registry: ModelRegistry,
+        manager: GenerationManager,
+        converse_window: int = 256,
+        limits: RequestLimits = DEFAULT_LIMITS,
+        offload: Offload | None = None,
     ) -> None:
         self.registry = registry
         self.manager = manager
         self.converse_window = converse_window  # Converse: events per generation beyond the ack
+        self.limits = limits
+        self.offload = offload or Offload()  # tokenization and templates, off the event loop
 
     async def Generate(
         self, request: generations_pb2.GenerateRequest, context: grpc.aio.ServicerContext
@@ -62,10 +77,10 @@ class GenerationsService(generations_pb2_grpc.GenerationsServicer):
         raises the ApiError of a refusal (frontend/error_map.py)."""
         received = (time.time_ns(), time.monotonic())
         try:
-            req = validate(request)
+            req = validate(request, self.limits)
             key = f"{tenant.id}/{req.request_id}" if req.request_id else ""
             version = self.registry.resolve(req.model, key)
-            prompt_ids = tokenize(version, req)
+            prompt_ids = await self.offload.run(tokenize, version, req)
             live = await self.manager.start(tenant, req, version, prompt_ids, received)
         except Exception as e:  # refused: counted, and raised as its API error
             error = api_error(e)
@@ -212,8 +227,8 @@ class UsageService(usage_pb2_grpc.UsageServicer):
             raise ApiError(
                 grpc.StatusCode.PERMISSION_DENIED, "TENANT_MISMATCH", "a tenant may read only its own usage"
             )
-        start = request.window_start.ToDatetime(UTC) if request.HasField("window_start") else EPOCH
-        end = request.window_end.ToDatetime(UTC) if request.HasField("window_end") else datetime.now(UTC)
+        start = _time(request, "window_start") or EPOCH
+        end = _time(request, "window_end") or datetime.now(UTC)
         if end <= start:
             raise invalid_argument("INVALID_WINDOW", "window_end must be after window_start")
         u = await asyncio.to_thread(self.usage, tenant.id, start, end)
@@ -226,3 +241,13 @@ class UsageService(usage_pb2_grpc.UsageServicer):
             unbilled_estimate_tokens=u.unbilled.input_tokens + u.unbilled.output_tokens,
             generations=u.generations,
         )
+
+
+def _time(request: usage_pb2.GetUsageRequest, field: str) -> datetime | None:
+    """The Timestamp field as a datetime (None when unset); INVALID_WINDOW when out of range."""
+    if not request.HasField(field):
+        return None
+    try:
+        return getattr(request, field).ToDatetime(UTC)
+    except (ValueError, OverflowError, OSError) as e:
+        raise invalid_argument("INVALID_WINDOW", f"{field} is not a valid timestamp") from e

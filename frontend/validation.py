@@ -18,7 +18,17 @@ MAX_REQUEST_ID_CHARS = 128
 MAX_STOP_STRINGS = 8
 MAX_STOP_BYTES = 256
 MAX_TEMPERATURE = 2.0
-MAX_PROMPT_CHARS = 1_000_000
+
+
+@dataclass(slots=True, frozen=True)
+class RequestLimits:
+    """Caps checked before any expensive work ([frontend] max_prompt_chars, max_messages)."""
+
+    max_prompt_chars: int = 131_072  # prompt, or all message contents together
+    max_messages: int = 1024
+
+
+DEFAULT_LIMITS = RequestLimits()
 
 
 @dataclass(slots=True, frozen=True)
@@ -42,7 +52,7 @@ class ValidatedRequest:
     tier: Tier
 
 
-def validate(req: pb.GenerateRequest) -> ValidatedRequest:
+def validate(req: pb.GenerateRequest, limits: RequestLimits = DEFAULT_LIMITS) -> ValidatedRequest:
     if len(req.request_id) > MAX_REQUEST_ID_CHARS:
         raise invalid_argument(
             "INVALID_REQUEST_ID", f"request_id is longer than {MAX_REQUEST_ID_CHARS} characters"
@@ -55,17 +65,21 @@ def validate(req: pb.GenerateRequest) -> ValidatedRequest:
     if which == "prompt":
         if not req.prompt:
             raise invalid_argument("EMPTY_INPUT", "prompt is empty")
-        if len(req.prompt) > MAX_PROMPT_CHARS:
-            raise invalid_argument("INPUT_TOO_LONG", f"prompt is longer than {MAX_PROMPT_CHARS} characters")
+        if len(req.prompt) > limits.max_prompt_chars:
+            raise invalid_argument(
+                "INPUT_TOO_LONG", f"prompt is longer than {limits.max_prompt_chars} characters"
+            )
         prompt = req.prompt
     elif which == "messages":
+        if len(req.messages.messages) > limits.max_messages:
+            raise invalid_argument("TOO_MANY_MESSAGES", f"more than {limits.max_messages} messages")
+        if sum(len(m.content) for m in req.messages.messages) > limits.max_prompt_chars:
+            raise invalid_argument(
+                "INPUT_TOO_LONG", f"messages are longer than {limits.max_prompt_chars} characters"
+            )
         messages = tuple(_message(i, m) for i, m in enumerate(req.messages.messages))
         if not messages:
             raise invalid_argument("EMPTY_INPUT", "messages is empty")
-        if sum(len(m.content) for m in messages) > MAX_PROMPT_CHARS:
-            raise invalid_argument(
-                "INPUT_TOO_LONG", f"messages are longer than {MAX_PROMPT_CHARS} characters"
-            )
     else:
         raise invalid_argument("EMPTY_INPUT", "one of prompt or messages is required")
     try:

@@ -202,7 +202,7 @@ class Platform:
                 self.keys,
                 self.registry,
                 self.manager,
-                f.converse_window_events,
+                f,
                 AdminService(self.registry, self.pool, self.catalog, self.deploy_version, dispatcher.pump),
             ) as bound:
                 yield bound

@@ -3,17 +3,21 @@ succeed, anything unexpected is a generic INTERNAL, and the interceptor applies 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 
 from billing.errors import BillingError, QuotaExceeded, QuotaKind
 from control.errors import ControlError, FencingError, GenerationNotFound
 from frontend.error_map import TABLE, ErrorInterceptor, api_error
 from frontend.errors import error_info, invalid_argument
+from frontend.server import CappedHealthServicer
+from llm.v1 import generations_pb2 as pb
 
 
 def concrete_subclasses(base: type[Exception]) -> set[type[Exception]]:
@@ -87,5 +91,48 @@ async def test_the_interceptor_maps_what_unary_and_streaming_handlers_raise() ->
                 await call.read()
             assert e.value.code() == grpc.StatusCode.INTERNAL
             assert "secret" not in (e.value.details() or "")
+    finally:
+        await server.stop(None)
+
+
+async def test_malformed_request_bytes_are_invalid_argument_and_health_watch_is_capped() -> None:
+    async def unary(request: pb.GenerateRequest, context: grpc.aio.ServicerContext) -> bytes:
+        return b"parsed"
+
+    handlers = {
+        "Unary": grpc.unary_unary_rpc_method_handler(
+            unary, request_deserializer=pb.GenerateRequest.FromString, response_serializer=bytes
+        )
+    }
+    server = grpc.aio.server(interceptors=[ErrorInterceptor()])
+    server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("t.T", handlers)])
+    health_servicer = CappedHealthServicer(max_watchers=2)
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            call = channel.unary_unary("/t.T/Unary")
+            assert await call(pb.GenerateRequest(model="m").SerializeToString()) == b"parsed"
+            with pytest.raises(grpc.aio.AioRpcError) as e:
+                await call(b"\xff\xff\xff")  # not a protobuf message
+            assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            status = rpc_status.from_call(e.value)
+            assert status is not None and error_info(status).reason == "MALFORMED_REQUEST"  # type: ignore[union-attr]
+
+            stub = health_pb2_grpc.HealthStub(channel)
+            watches = [stub.Watch(health_pb2.HealthCheckRequest()) for _ in range(2)]
+            for w in watches:  # the stock servicer answers each watch with the overall status
+                assert (await w.read()).status == health_pb2.HealthCheckResponse.SERVING
+            with pytest.raises(grpc.aio.AioRpcError) as e:
+                await stub.Watch(health_pb2.HealthCheckRequest()).read()
+            assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            watches[0].cancel()
+            while health_servicer.watchers == 2:  # the cancelled watch leaves its slot
+                await asyncio.sleep(0.01)
+            third = stub.Watch(health_pb2.HealthCheckRequest())
+            assert (await third.read()).status == health_pb2.HealthCheckResponse.SERVING
+            third.cancel()
+            watches[1].cancel()
     finally:
         await server.stop(None)
