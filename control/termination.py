@@ -67,3 +67,16 @@ def finish_queued(
         raise IllegalTransition(generation.id, str(generation.state), str(state))
     transition(generation, state, now=now, reason=reason)
     return generation
+
+
+def withdraw_queued(session: Session, generation_id: str) -> Generation:
+    """Deletes a QUEUED generation that no attempt ever started: the platform refused it before it
+    ran (no worker had room within its tier's allowance), so it leaves no identity behind and a
+    retry under the same request id is a new request. Rows that reference it (its reservation) go
+    with it; release the reservation first. Any other state raises `IllegalTransition`."""
+    generation = lock_generation(session, generation_id)
+    if generation.state is not GenerationState.QUEUED or generation.current_epoch is not None:
+        raise IllegalTransition(generation.id, str(generation.state), "WITHDRAWN")
+    session.delete(generation)
+    session.flush()
+    return generation

@@ -31,7 +31,7 @@ from frontend.live import LiveGeneration, LiveRegistry
 from frontend.metrics import FrontendMetrics
 from frontend.routing import Dispatcher
 from lifecycle.attempts import Dispatch, start_attempt
-from lifecycle.termination import finish, finish_queued, interrupt
+from lifecycle.termination import finish, finish_queued, interrupt, withdraw_queued
 from llm.v1 import generations_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -192,11 +192,10 @@ class RunLoop:
         now = self.clock()
         lease = live.lease
         try:
-            if lease is None:  # never left the queue: nothing ran, nothing is billed
-                ended = (
-                    GenerationState.CANCELED if state is GenerationState.CANCELED else GenerationState.FAILED
-                )
-                finish_queued(self.store, live.generation_id, state=ended, reason=reason, now=now)
+            if lease is None and state is GenerationState.CANCELED:  # nothing ran, nothing billed
+                finish_queued(self.store, live.generation_id, state=state, reason=reason, now=now)
+            elif lease is None:  # refused before it ran: no record left; a retry starts afresh
+                withdraw_queued(self.store, live.generation_id, now=now)
             elif state is GenerationState.INTERRUPTED:
                 interrupt(self.store, lease.generation_id, lease.epoch, reason=reason, now=now)
             else:

@@ -59,6 +59,16 @@ def finish_queued(
         return _ended(generation, None)
 
 
+def withdraw_queued(store: Store, generation_id: str, *, now: datetime) -> None:
+    """A QUEUED generation the platform refused before any attempt (e.g. no worker had room within
+    its tier's allowance): its whole reservation is released and its record deleted, so the
+    refusal is final for that request only and a retry with the same request id starts afresh."""
+    with store.transaction() as session:
+        generation = lock_generation(session, generation_id)
+        release_reservation(session, charge_of(generation), now=now)
+        termination.withdraw_queued(session, generation_id)
+
+
 def sweep_expired_leases(store: Store, *, now: datetime, limit: int = 100) -> list[SweptAttempt]:
     """Interrupts (LEASE_EXPIRED) and seals up to `limit` current attempts whose lease expired at or
     before `now`, oldest first; returns those it interrupted. Billing keeps each one's last durable

@@ -11,7 +11,8 @@ import grpc
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
 from serving.platform import Platform
-from tests.e2e.conftest import auth
+from tests.e2e.conftest import auth, interactive_allowance
+from tests.e2e.test_errors import expect_error
 from tests.e2e.worker_metrics import wait_until_idle
 
 State = pb.Generation.State
@@ -95,3 +96,39 @@ async def test_cancelling_a_queued_generation_bills_nothing(channel, platform: P
     finally:
         hog.cancel()
     await wait_until_idle(platform)
+
+
+async def test_a_capacity_refusal_leaves_the_request_id_free_for_a_retry(channel, platform: Platform) -> None:
+    await wait_until_idle(platform)
+    stub = generations_pb2_grpc.GenerationsStub(channel)
+    hog = stub.Generate(
+        pb.GenerateRequest(
+            model=MODEL, prompt="Count:", max_output_tokens=8000, sampling=pb.SamplingParams(ignore_eos=True)
+        ),
+        metadata=auth(),
+    )
+    hog_started = await hog.read()
+    assert hog_started.HasField("started")
+    req = pb.GenerateRequest(model=MODEL, prompt="Hello", max_output_tokens=2000, request_id="retry-1")
+    try:
+        with interactive_allowance(platform, 0.5):
+            await expect_error(
+                lambda: stub.Generate(req, metadata=auth()), grpc.StatusCode.UNAVAILABLE, "WORKER_CAPACITY"
+            )
+        await expect_error(  # refused before it ran: no record is left of it
+            lambda: stub.GetGeneration(pb.GetGenerationRequest(request_id="retry-1"), metadata=auth()),
+            grpc.StatusCode.NOT_FOUND,
+            "GENERATION_NOT_FOUND",
+        )
+    finally:
+        await stub.CancelGeneration(
+            pb.CancelGenerationRequest(generation_id=hog_started.generation_id), metadata=auth()
+        )
+    retry = stub.Generate(req, metadata=auth())  # the same request again, once memory is free
+    started = await retry.read()
+    assert started.HasField("started") and started.started.request_id == "retry-1"
+    await stub.CancelGeneration(
+        pb.CancelGenerationRequest(generation_id=started.generation_id), metadata=auth()
+    )
+    assert (await recorded(stub, "retry-1")).state == State.CANCELED
+    hog.cancel()

@@ -21,6 +21,7 @@ from lifecycle.termination import (
     finish_queued,
     interrupt,
     sweep_abandoned_queued,
+    withdraw_queued,
 )
 from tests.builders import T0, TENANT, admitted, at, running, seed
 
@@ -108,3 +109,20 @@ def test_queued_generations_whose_frontend_went_away_are_failed_and_billed_nothi
     with store.transaction() as session:
         assert tenant_load(session, TENANT) == TenantLoad(2, 500)  # only fresh and started hold theirs
     assert sweep_abandoned_queued(store, now=at(70), older_than=timedelta(seconds=60)) == []
+
+
+def test_a_generation_refused_before_it_ran_is_withdrawn_and_its_request_id_is_free(store: Store) -> None:
+    seed(store)
+    refused = admitted(store, "retry-me", now=T0)
+    withdraw_queued(store, refused, now=at(1))
+    assert ledger(store) == (TenantLoad(0, 0), RateUsage(T0, 0, 0))  # nothing held, nothing charged
+    with store.transaction() as session:
+        assert session.get(Generation, refused) is None
+    again = admitted(store, "retry-me", now=at(2))  # the same request id is a new request
+    with store.transaction() as session:
+        row = session.get(Generation, again)
+        assert row is not None and row.state is S.QUEUED
+    assert ledger(store, 2)[0] == TenantLoad(1, 250)
+    started = running(store, "started", now=T0).generation_id
+    with pytest.raises(IllegalTransition):
+        withdraw_queued(store, started, now=at(3))
