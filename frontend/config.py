@@ -50,6 +50,11 @@ class FrontendSettings:
     tokenizer_threads: int = 2
     max_pending_tokenizations: int = 64  # beyond it: UNAVAILABLE TOKENIZER_BUSY
     max_health_watchers: int = 64  # concurrent Health.Watch streams (no credential needed)
+    # TLS for the gRPC listener: PEM file paths; none set = plaintext (loopback use). With
+    # tls_client_ca_file set, clients must present a certificate that CA signed (mutual TLS).
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+    tls_client_ca_file: str = ""
 
 
 @dataclass(slots=True, frozen=True)
@@ -181,6 +186,10 @@ def _check(cfg: PlatformConfig, where: str) -> None:
         seen |= set(t.api_keys)
     if seen & set(cfg.frontend.admin_api_keys):
         raise ConfigError(f"{where}: an admin key is also a tenant's API key")
+    if bool(f.tls_cert_file) != bool(f.tls_key_file) or (f.tls_client_ca_file and not f.tls_cert_file):
+        raise ConfigError(
+            f"{where}: [frontend] TLS needs tls_cert_file and tls_key_file (and then tls_client_ca_file)"
+        )
     endpoint = cfg.telemetry.otlp_endpoint
     if endpoint and not endpoint.startswith(("http://", "https://")):
         raise ConfigError(f"{where}: [telemetry] otlp_endpoint must be an http(s) URL")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -77,6 +78,19 @@ class CappedHealthServicer(health.aio.HealthServicer):
             self.watchers -= 1
 
 
+def bind(server: grpc.aio.Server, listen: str, settings: FrontendSettings) -> int:
+    """Binds `listen` with TLS when the settings name a certificate (mutual TLS with a client CA)."""
+    if not settings.tls_cert_file:
+        return server.add_insecure_port(listen)
+    client_ca = Path(settings.tls_client_ca_file).read_bytes() if settings.tls_client_ca_file else None
+    credentials = grpc.ssl_server_credentials(
+        [(Path(settings.tls_key_file).read_bytes(), Path(settings.tls_cert_file).read_bytes())],
+        root_certificates=client_ca,
+        require_client_auth=client_ca is not None,
+    )
+    return server.add_secure_port(listen, credentials)
+
+
 @asynccontextmanager
 async def frontend_server(
     listen: str,
@@ -111,7 +125,7 @@ async def frontend_server(
         (*SERVICE_NAMES, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
         server,
     )
-    port = server.add_insecure_port(listen)
+    port = bind(server, listen, settings)
     if port == 0:
         raise OSError(f"cannot listen on {listen}")
     await server.start()

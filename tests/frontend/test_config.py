@@ -72,3 +72,13 @@ def test_development_key_is_loopback_only() -> None:
         Platform(cfg)
     check_loopback_only(parse_config({"frontend": {"listen": "0.0.0.0:50051"}}))
     check_loopback_only(load_config(None))
+
+
+def test_tls_needs_a_certificate_and_its_key() -> None:
+    for bad in ({"tls_cert_file": "c.pem"}, {"tls_key_file": "k.pem"}, {"tls_client_ca_file": "ca.pem"}):
+        with pytest.raises(ConfigError, match="TLS"):
+            parse_config({"frontend": bad})
+    ok = parse_config(
+        {"frontend": {"tls_cert_file": "c.pem", "tls_key_file": "k.pem", "tls_client_ca_file": "ca.pem"}}
+    )
+    assert ok.frontend.tls_client_ca_file == "ca.pem"
