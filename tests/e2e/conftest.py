@@ -22,6 +22,7 @@ KEY_ALPHA = "key-alpha"
 KEY_BETA = "key-beta"
 KEY_GAMMA = "key-gamma"  # a tenant allowed one generation at a time
 KEY_DELTA = "key-delta"  # a tenant with small token budgets
+KEY_FUZZ = "key-fuzz"  # the fuzz suite's own tenant, so its load never touches the others' quotas
 
 
 def platform_config(store: Path | None = None) -> PlatformConfig:
@@ -41,6 +42,7 @@ def platform_config(store: Path | None = None) -> PlatformConfig:
                 {"id": "alpha", "api_keys": [KEY_ALPHA]},
                 {"id": "beta", "api_keys": [KEY_BETA], "weight": 2.0},
                 {"id": "gamma", "api_keys": [KEY_GAMMA], "max_concurrent_generations": 1},
+                {"id": "fuzz", "api_keys": [KEY_FUZZ]},
                 {
                     "id": "delta",
                     "api_keys": [KEY_DELTA],
