@@ -60,6 +60,12 @@ e2e: setup-test
 
 # The standard serving comparison (bench/serve.py; about 8 minutes on 2 cores): the platform over
 # gRPC against transformers serving one request at a time (and llama.cpp where it is installed).
+# Ten minutes of random cancellations, disconnects and resumes against the real platform, then
+# checks: every KV block free, no generation left running, billed <= generated (bench/soak.py).
+.PHONY: soak
+soak: setup-test
+	$(PY) -m bench soak --minutes 10
+
 .PHONY: bench
 bench: setup-test
 	$(PY) -m bench serve --mix mixed --rates 0.25,0.5 --requests 24

@@ -1,6 +1,7 @@
 """`python -m bench <suite>`: engine (engine/ against transformers), billing (usage ingestion),
 fairness (tenants' interactive TTFT under another tenant's long documents, fair share vs FCFS),
-quality (quantized versions' greedy agreement and perplexity against fp32),
+quality (quantized versions' greedy agreement and perplexity against fp32), soak (random cancels,
+disconnects and resumes for minutes, then the books are checked),
 serve (the platform over gRPC against transformers and llama.cpp on a seeded workload; compare is
 the same)."""
 
@@ -15,6 +16,7 @@ SUITES = {
     "fairness": "bench.fairness",
     "quality": "bench.quality",
     "serve": "bench.serve",
+    "soak": "bench.soak",
     "compare": "bench.serve",
 }
 
