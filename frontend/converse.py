@@ -174,8 +174,8 @@ class Conversation:
                     await s.moved.wait()
                 await self._out.put(event)
                 s.queued = event.sequence
-            if s.live.error is not None and log_.last_sequence == 0:
-                await self._reject(s.live.error, s.live.generation_id, s.request_id)  # no worker took it
+            if s.live.error is not None and not s.live.finished:  # refused, or its end not recorded
+                await self._reject(s.live.error, s.live.generation_id, s.request_id)
         except Exception:
             log.exception("converse: streaming generation %s failed", s.live.generation_id)
             await self._out.put(_internal())

@@ -12,6 +12,8 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from billing.errors import InvalidUsageReport, QuotaExceeded, UsageNotDurable
 from control.errors import (
@@ -58,6 +60,13 @@ def _quota(e: QuotaExceeded) -> ApiError:
     )
 
 
+def _store_unavailable(e: Exception) -> ApiError:
+    log.warning("control store unavailable: %s", type(e).__name__)
+    return ApiError(
+        Code.UNAVAILABLE, "STORE_UNAVAILABLE", "the control store is unavailable", retry_after_s=RETRY_SOON_S
+    )
+
+
 def _fenced(e: Exception) -> ApiError:
     return ApiError(Code.ABORTED, "ATTEMPT_FENCED", str(e))
 
@@ -92,6 +101,10 @@ TABLE: dict[type[Exception], Callable[[Any], ApiError]] = {
     UsageNotDurable: lambda e: ApiError(
         Code.UNAVAILABLE, "USAGE_NOT_DURABLE", "usage could not be recorded", retry_after_s=RETRY_SOON_S
     ),
+    # the store (also what every use case raises while it is down or locked past its timeout)
+    OperationalError: _store_unavailable,
+    InterfaceError: _store_unavailable,
+    PoolTimeout: _store_unavailable,
     # frontend and engine
     TemplateError: lambda e: invalid_argument("TEMPLATE_ERROR", str(e)[:500]),
     CursorExpired: lambda e: cursor_expired(e.generation_id),

@@ -28,7 +28,8 @@ class LiveGeneration:
     tenant_id: str
     log: EventLog
     task: asyncio.Task[None] | None = None
-    error: ApiError | None = None  # the run was refused before its first event
+    error: ApiError | None = None  # the run ended without `finished` (refused, or the store failed)
+    finished: bool = False  # its `finished` event is in the log
     closed_at: float | None = None  # loop time the log closed
     clients: int = 0  # client streams (Generate, Resume) following it now
     cancel_reason: str = "CANCELED"  # recorded terminal reason when its task is cancelled

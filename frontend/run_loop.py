@@ -25,6 +25,7 @@ from control.states import GenerationState
 from control.termination import WORKER_LOST
 from datastore.store import Store
 from frontend.admission import Ticket
+from frontend.error_map import api_error
 from frontend.errors import ApiError
 from frontend.generation import GenerationRun
 from frontend.live import LiveGeneration, LiveRegistry
@@ -108,6 +109,7 @@ class RunLoop:
                     if kind == "delta":
                         obs.delta_appended()
                     elif kind == "finished":
+                        live.finished = True
                         obs.finished(event.finished.reason, event.finished.usage)
                     if too_slow:
                         log.info("generation %s: slow consumer (%.1fs)", live.generation_id, timeout)
@@ -120,14 +122,19 @@ class RunLoop:
                 else:  # too late to cancel: its own `finished` follows once it is sealed
                     await settling
                     live.log.append(event)
+                    live.finished = True
                     obs.finished(event.finished.reason, event.finished.usage)
             except ApiError as e:  # refused before any event: the client gets the status
                 live.error = e
                 obs.refused(e.reason)
                 rejected(self.metrics, e)
                 await asyncio.to_thread(self._end, live, GenerationState.FAILED, e.reason)
-        except Exception:  # never leave a reader waiting on a log that will not close
+        except Exception as e:  # never leave a reader waiting on a log that will not close
+            # the one rule: a run that cannot record its end (the store is down or locked past its
+            # timeout) ends its streams with the error's status (STORE_UNAVAILABLE), never silently;
+            # its attempt's lease then lapses and the sweeper interrupts it at its last watermark
             log.exception("generation %s: run failed", live.generation_id)
+            live.error = api_error(e)
         finally:
             obs.refused("RUN_FAILED")  # a no-op when it ended with `finished` or a refusal
             live.log.close()
@@ -157,6 +164,7 @@ class RunLoop:
         await self._settle(live, run, reason, seq, recorded=live.cancel_reason)
         for event in events:
             live.log.append(event)
+        live.finished = True
         if live.observer is not None:
             live.observer.finished(reason, events[-1].finished.usage)
         if live.cancel_requested_at is not None:  # not a shutdown

@@ -138,8 +138,8 @@ class GenerationsService(generations_pb2_grpc.GenerationsServicer):
                 yield event
         except CursorExpired:
             error = cursor_expired(live.generation_id)
-        if error is None and live.error is not None and live.log.last_sequence == 0:
-            error = live.error  # refused before its first event: the stream carries only the status
+        if error is None and live.error is not None and not live.finished:
+            error = live.error  # refused, or its end could not be recorded: the stream ends with the status
         if error is not None:
             raise error
 

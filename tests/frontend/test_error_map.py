@@ -11,6 +11,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
+from sqlalchemy.exc import OperationalError
 
 from billing.errors import BillingError, QuotaExceeded, QuotaKind
 from control.errors import ControlError, FencingError, GenerationNotFound
@@ -136,3 +137,14 @@ async def test_malformed_request_bytes_are_invalid_argument_and_health_watch_is_
             watches[1].cancel()
     finally:
         await server.stop(None)
+
+
+def test_a_store_that_is_down_or_locked_is_unavailable_with_a_retry_not_sql_text() -> None:
+    locked = OperationalError("UPDATE generations SET state=?", {}, Exception("database is locked"))
+    error = api_error(locked)
+    assert (error.code, error.reason, error.retry_after_s) == (
+        grpc.StatusCode.UNAVAILABLE,
+        "STORE_UNAVAILABLE",
+        1.0,
+    )
+    assert "UPDATE" not in error.message and "locked" not in error.message
