@@ -25,8 +25,8 @@ from engine.artifact import ArtifactIntegrityError
 from frontend.catalog import CatalogCache
 from frontend.errors import ApiError, invalid_argument
 from frontend.registry import ModelRegistry, ServedVersion, load_version
-from frontend.routing import WorkerHandle, WorkerPool, ready_workers
 from frontend.service import route_message, version_message
+from frontend.worker_pool import WorkerHandle, WorkerPool, ready_workers
 from llm.v1 import admin_pb2, admin_pb2_grpc, models_pb2
 
 Deploy = Callable[[ServedVersion], Awaitable[None]]  # loads a verified version on the workers

@@ -40,7 +40,7 @@ from datastore.store import Store
 from frontend.auth import ApiKeyStore
 from frontend.background import Background
 from frontend.registry import ModelRegistry, ServedVersion
-from frontend.routing import WorkerPool
+from frontend.worker_pool import WorkerPool
 
 ROOT = Path(__file__).resolve().parent.parent
 SQLITE_PREFIX = "sqlite:///"
@@ -135,6 +135,7 @@ class CatalogCache:
     keys: ApiKeyStore
     pool: WorkerPool
     refresh_s: float  # how often the revision is polled
+    tenant_kv_share: float = 1.0  # [frontend] max_tenant_kv_share, applied with two tenants or more
     revision: int = -1  # of the snapshot applied last
     _background: Background = field(init=False)
 
@@ -146,6 +147,7 @@ class CatalogCache:
         self.keys.replace(snapshot.tenants)
         for worker in self.pool.workers.values():
             worker.draining = worker.worker_id in snapshot.draining
+        self.pool.tenant_share = self.tenant_kv_share if len(snapshot.tenants) > 1 else 1.0
         self.revision = snapshot.revision
 
     async def refresh(self) -> bool:

@@ -50,6 +50,9 @@ class FrontendSettings:
     tokenizer_threads: int = 2
     max_pending_tokenizations: int = 64  # beyond it: UNAVAILABLE TOKENIZER_BUSY
     max_health_watchers: int = 64  # concurrent Health.Watch streams (no credential needed)
+    # fair memory: with more than one tenant, one tenant holds at most this share of a worker's KV
+    # pool; the rest stays for the others (a request needing more is refused TENANT_KV_SHARE)
+    max_tenant_kv_share: float = 0.75
     # TLS for the gRPC listener: PEM file paths; none set = plaintext (loopback use). With
     # tls_client_ca_file set, clients must present a certificate that CA signed (mutual TLS).
     tls_cert_file: str = ""
@@ -186,6 +189,8 @@ def _check(cfg: PlatformConfig, where: str) -> None:
         seen |= set(t.api_keys)
     if seen & set(cfg.frontend.admin_api_keys):
         raise ConfigError(f"{where}: an admin key is also a tenant's API key")
+    if not 0.0 < f.max_tenant_kv_share <= 1.0:
+        raise ConfigError(f"{where}: [frontend] max_tenant_kv_share must be in (0, 1]")
     if bool(f.tls_cert_file) != bool(f.tls_key_file) or (f.tls_client_ca_file and not f.tls_cert_file):
         raise ConfigError(
             f"{where}: [frontend] TLS needs tls_cert_file and tls_key_file (and then tls_client_ca_file)"

@@ -1,7 +1,5 @@
-"""Workers and dispatch: which Triton worker runs a generation, and when.
+"""Dispatch: which Triton worker runs a generation, and when (the pool is frontend/worker_pool.py).
 
-    WorkerPool  the registry of workers: versions each holds (verified at load), KV capacity per
-                version, the frontend's estimate of blocks in use, health, draining
     Dispatcher  dispatch(ticket, request): waits in the FairQueue until a routable worker holding
                 the pinned version has room for the ticket's blocks (bounded by the tier's queue
                 allowance; room goes to waiting tickets in fair order, and one too big for the
@@ -21,76 +19,24 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import grpc
 
 from contracts.tier import Tier
 from frontend.admission import FairQueue, Ticket, WaitPredictor
 from frontend.errors import ApiError, unavailable
-from frontend.registry import ServedVersion
 from frontend.worker import (
-    TritonWorker,
     WorkerCapacityError,
     WorkerChunk,
     WorkerError,
     WorkerLost,
     WorkerRequest,
 )
+from frontend.worker_pool import WorkerHandle, WorkerPool
 
 log = logging.getLogger(__name__)
 REFUSED_BACKOFF_S = 0.05  # first wait after every worker refused for memory (doubling, to 1 s)
-
-
-@dataclass(slots=True)
-class WorkerHandle:
-    worker_id: str
-    address: str  # Triton gRPC host:port
-    client: TritonWorker
-    capacity: dict[str, int] = field(default_factory=dict)  # version id -> KV blocks of its engine
-    reserved: dict[str, int] = field(default_factory=dict)  # version id -> blocks of our generations
-    active: int = 0  # generations running on it now
-    dispatched: int = 0  # generations sent to it, all told
-    healthy: bool = True
-    draining: bool = False
-    last_heartbeat: float = 0.0  # time.time() of the last health check that passed
-
-    def free_blocks(self, version_id: str) -> int:
-        return self.capacity.get(version_id, 0) - self.reserved.get(version_id, 0)
-
-    def routable(self, version_id: str) -> bool:
-        return self.healthy and not self.draining and version_id in self.capacity
-
-
-class WorkerPool:
-    def __init__(self) -> None:
-        self.workers: dict[str, WorkerHandle] = {}
-        self.block_size: dict[str, int] = {}  # version id -> tokens per KV block of its engines
-
-    def add(self, worker: WorkerHandle) -> None:
-        self.workers[worker.worker_id] = worker
-
-    def routable(self, version_id: str) -> list[WorkerHandle]:
-        return [w for w in self.workers.values() if w.routable(version_id)]
-
-    def with_room(
-        self, version_id: str, blocks: int, exclude: frozenset[str] = frozenset()
-    ) -> WorkerHandle | None:
-        """The routable worker with the most estimated free blocks, if they fit."""
-        fits = [
-            w
-            for w in self.routable(version_id)
-            if w.worker_id not in exclude and w.free_blocks(version_id) >= blocks
-        ]
-        return max(fits, key=lambda w: (w.free_blocks(version_id), w.worker_id), default=None)
-
-
-async def ready_workers(pool: WorkerPool, version: ServedVersion) -> int:
-    """Routable workers whose Triton reports the version's model ready now."""
-    ready = 0
-    for w in pool.routable(version.version_id):
-        ready += await w.client.is_model_ready(version.triton_model_name)
-    return ready
 
 
 @dataclass(slots=True)
@@ -193,7 +139,9 @@ class Dispatcher:
                     )
                     tried.add(worker.worker_id)
                     self._release(worker, ticket, version_id)
-                    worker = self.pool.with_room(version_id, ticket.blocks, exclude=frozenset(tried))
+                    worker = self.pool.with_room(
+                        version_id, ticket.blocks, exclude=frozenset(tried), tenant=ticket.tenant_id
+                    )
                     if worker is not None:
                         self._reserve(worker, ticket, version_id)
                         continue
@@ -230,6 +178,12 @@ class Dispatcher:
             raise unavailable(
                 "WORKER_CAPACITY", f"needs {ticket.blocks} KV blocks, more than any worker's pool holds"
             )
+        cap = max(w.tenant_cap(version_id, self.pool.tenant_share) for w in routable)
+        if ticket.blocks > cap:
+            raise unavailable(
+                "TENANT_KV_SHARE",
+                f"needs {ticket.blocks} KV blocks; one tenant may hold at most {cap} of a worker's pool",
+            )
         future: asyncio.Future[WorkerHandle] = asyncio.get_running_loop().create_future()
         self._queue.push(ticket)
         self._waiting[ticket.generation_id] = (ticket, future)
@@ -244,8 +198,8 @@ class Dispatcher:
             free = max((w.free_blocks(version_id) for w in self.pool.routable(version_id)), default=0)
             raise unavailable(
                 "WORKER_CAPACITY",
-                f"needs {ticket.blocks} KV blocks and no worker had them free within the "
-                f"{_tier(ticket.tier)} allowance ({allowed:.1f}s; the most free now is {free})",
+                f"needs {ticket.blocks} KV blocks and no worker had them free (within the tenant's "
+                f"share) in the {_tier(ticket.tier)} allowance ({allowed:.1f}s; the most free now is {free})",
             ) from None
         except asyncio.CancelledError:
             if future.done() and not future.cancelled():  # room was handed over: give it back
@@ -264,7 +218,7 @@ class Dispatcher:
         hold back smaller ones behind it (each waits at most its tier's allowance)."""
         for t in self._queue.in_order():
             version_id = self._versions[t.generation_id]
-            worker = self.pool.with_room(version_id, t.blocks)
+            worker = self.pool.with_room(version_id, t.blocks, tenant=t.tenant_id)
             if worker is None:
                 continue
             self._queue.take(t)
@@ -274,11 +228,14 @@ class Dispatcher:
 
     def _reserve(self, worker: WorkerHandle, ticket: Ticket, version_id: str) -> None:
         worker.reserved[version_id] = worker.reserved.get(version_id, 0) + ticket.blocks
+        key = (version_id, ticket.tenant_id)
+        worker.by_tenant[key] = worker.by_tenant.get(key, 0) + ticket.blocks
         worker.active += 1
         worker.dispatched += 1
 
     def _release(self, worker: WorkerHandle, ticket: Ticket, version_id: str) -> None:
         worker.reserved[version_id] -= ticket.blocks
+        worker.by_tenant[(version_id, ticket.tenant_id)] -= ticket.blocks
         worker.active -= 1
         self.pump()
 

@@ -18,9 +18,9 @@ from frontend.errors import ApiError
 from frontend.generations import GenerationManager
 from frontend.offload import Offload
 from frontend.registry import ModelRegistry
-from frontend.routing import WorkerPool, ready_workers
 from frontend.service import GenerationsService, ModelsService, UsageService
 from frontend.validation import RequestLimits
+from frontend.worker_pool import WorkerPool, ready_workers
 from lifecycle.reads import usage_by_tenant
 from llm.v1 import (
     admin_pb2,

@@ -17,7 +17,6 @@ from frontend.errors import ApiError, cursor_expired, invalid_argument
 from frontend.generations import GenerationManager, LiveGeneration
 from frontend.offload import Offload
 from frontend.registry import ModelRegistry, ServedVersion
-from frontend.routing import WorkerPool, ready_workers
 from frontend.run_loop import rejected
 from frontend.stream_log import Cursor, CursorExpired
 from frontend.validation import (
@@ -28,6 +27,7 @@ from frontend.validation import (
     check_for_version,
     validate,
 )
+from frontend.worker_pool import WorkerPool, ready_workers
 from lifecycle.reads import TenantUsage
 from llm.v1 import (
     generations_pb2,

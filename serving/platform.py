@@ -33,10 +33,11 @@ from frontend.config import ModelSettings, PlatformConfig, check_loopback_only
 from frontend.generations import GatewaySettings, GenerationManager
 from frontend.metrics import FrontendMetrics
 from frontend.registry import ModelRegistry, ServedVersion, load_version
-from frontend.routing import Dispatcher, WorkerHandle, WorkerPool
+from frontend.routing import Dispatcher
 from frontend.server import frontend_server
 from frontend.telemetry import tracer_provider
 from frontend.worker import TritonWorker
+from frontend.worker_pool import WorkerHandle, WorkerPool
 from serving.deployment import materialize_repository
 from serving.supervisor import Supervisor
 from serving.triton import TritonServer
@@ -73,7 +74,8 @@ class Platform:
         assert self.store is not None, "start_workers() first"
         if self._catalog is None or self._catalog.store is not self.store:
             refresh_s = self.cfg.frontend.catalog_refresh_s
-            self._catalog = CatalogCache(self.store, self.registry, self.keys, self.pool, refresh_s)
+            share = self.cfg.frontend.max_tenant_kv_share
+            self._catalog = CatalogCache(self.store, self.registry, self.keys, self.pool, refresh_s, share)
         return self._catalog
 
     @property

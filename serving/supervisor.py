@@ -19,7 +19,8 @@ from control.models import WorkerHealth
 from control.workers import WorkerReport, heartbeat
 from datastore.store import Store
 from frontend.background import Background
-from frontend.routing import Dispatcher, WorkerHandle, WorkerPool
+from frontend.routing import Dispatcher
+from frontend.worker_pool import WorkerHandle, WorkerPool
 from serving.workers import LocalWorker
 
 log = logging.getLogger(__name__)

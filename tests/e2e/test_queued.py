@@ -11,7 +11,7 @@ import grpc
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
 from serving.platform import Platform
-from tests.e2e.conftest import auth, interactive_allowance
+from tests.e2e.conftest import KEY_BETA, auth, interactive_allowance
 from tests.e2e.test_errors import expect_error
 from tests.e2e.worker_metrics import wait_until_idle
 
@@ -36,12 +36,12 @@ async def test_waiting_for_worker_memory_is_queued_then_running(channel, platfor
     stub = generations_pb2_grpc.GenerationsStub(channel)
     hog = stub.Generate(
         pb.GenerateRequest(
-            model=MODEL, prompt="Count:", max_output_tokens=8000, sampling=pb.SamplingParams(ignore_eos=True)
+            model=MODEL, prompt="Count:", max_output_tokens=6000, sampling=pb.SamplingParams(ignore_eos=True)
         ),
         metadata=auth(),
     )
     hog_started = await hog.read()
-    assert hog_started.HasField("started")  # 501 of the 600 blocks are now reserved
+    assert hog_started.HasField("started")  # 376 of the 600 blocks, most of alpha's 450 (75%)
     waiting = stub.Generate(
         pb.GenerateRequest(model=MODEL, prompt="Hello", max_output_tokens=2000, request_id="queued-1"),
         metadata=auth(),
@@ -67,7 +67,7 @@ async def test_cancelling_a_queued_generation_bills_nothing(channel, platform: P
     stub = generations_pb2_grpc.GenerationsStub(channel)
     hog = stub.Generate(
         pb.GenerateRequest(
-            model=MODEL, prompt="Count:", max_output_tokens=8000, sampling=pb.SamplingParams(ignore_eos=True)
+            model=MODEL, prompt="Count:", max_output_tokens=6000, sampling=pb.SamplingParams(ignore_eos=True)
         ),
         metadata=auth(),
     )
@@ -103,7 +103,7 @@ async def test_a_capacity_refusal_leaves_the_request_id_free_for_a_retry(channel
     stub = generations_pb2_grpc.GenerationsStub(channel)
     hog = stub.Generate(
         pb.GenerateRequest(
-            model=MODEL, prompt="Count:", max_output_tokens=8000, sampling=pb.SamplingParams(ignore_eos=True)
+            model=MODEL, prompt="Count:", max_output_tokens=6000, sampling=pb.SamplingParams(ignore_eos=True)
         ),
         metadata=auth(),
     )
@@ -132,3 +132,34 @@ async def test_a_capacity_refusal_leaves_the_request_id_free_for_a_retry(channel
     )
     assert (await recorded(stub, "retry-1")).state == State.CANCELED
     hog.cancel()
+
+
+async def test_one_tenant_cannot_take_the_memory_another_tenant_needs(channel, platform: Platform) -> None:
+    """Issue 12 row 6: alpha holds most of its 75% share and asks for more; its second request waits
+    (QUEUED) while beta's small request runs at once on the room kept for other tenants."""
+    await wait_until_idle(platform)
+    stub = generations_pb2_grpc.GenerationsStub(channel)
+    hog = stub.Generate(
+        pb.GenerateRequest(
+            model=MODEL, prompt="Count:", max_output_tokens=6000, sampling=pb.SamplingParams(ignore_eos=True)
+        ),
+        metadata=auth(),
+    )
+    hog_started = await hog.read()
+    more = stub.Generate(
+        pb.GenerateRequest(model=MODEL, prompt="More", max_output_tokens=2000, request_id="alpha-more"),
+        metadata=auth(),
+    )
+    try:
+        assert (await recorded(stub, "alpha-more")).state == State.QUEUED  # over alpha's share
+        small = pb.GenerateRequest(model=MODEL, prompt="Hi", max_output_tokens=4)
+        events = [e async for e in stub.Generate(small, metadata=auth(KEY_BETA))]
+        assert events[-1].finished.reason == pb.Finished.Reason.OUTPUT_LIMIT
+        assert (await recorded(stub, "alpha-more")).state == State.QUEUED  # still waiting for alpha's room
+    finally:
+        await stub.CancelGeneration(
+            pb.CancelGenerationRequest(generation_id=hog_started.generation_id), metadata=auth()
+        )
+        more.cancel()
+        hog.cancel()
+    await wait_until_idle(platform)

@@ -25,13 +25,13 @@ async def test_request_whose_reservation_does_not_fit_is_unavailable(channel, pl
         pb.GenerateRequest(
             model="smollm2-135m",
             prompt="Count:",
-            max_output_tokens=8000,
+            max_output_tokens=6000,
             sampling=pb.SamplingParams(ignore_eos=True),
         ),
         metadata=auth(),
     )
     first = await hog.read()
-    assert first.HasField("started")  # 501 of the 600 blocks are now reserved
+    assert first.HasField("started")  # 376 of the 600 blocks, most of alpha's 450 (75%)
     try:
         with interactive_allowance(platform, 0.5):  # how long it may wait for room
             error = await expect_error(

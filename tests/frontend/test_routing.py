@@ -11,8 +11,9 @@ import pytest
 from contracts.tier import BATCH, INTERACTIVE
 from frontend.admission import Ticket
 from frontend.errors import ApiError
-from frontend.routing import Dispatcher, WorkerHandle, WorkerPool
+from frontend.routing import Dispatcher
 from frontend.worker import WorkerCapacityError, WorkerChunk, WorkerLost, WorkerRequest
+from frontend.worker_pool import WorkerHandle, WorkerPool
 
 V = "m@1"
 ACK = WorkerChunk([], 3, 0)
@@ -177,3 +178,21 @@ async def test_a_ticket_too_big_for_the_room_left_does_not_hold_back_smaller_one
     assert got_big.worker.worker_id == "w1"
     await big_cm.__aexit__(None, None, None)
     assert pool.workers["w1"].free_blocks(V) == 10
+
+
+async def test_one_tenant_holds_at_most_its_share_of_a_workers_pool() -> None:
+    pool = pool_of(w1=(FakeClient(), 100))
+    pool.tenant_share = 0.5  # with two tenants or more (frontend/catalog.py)
+    d = Dispatcher(pool, queue_wait_s={INTERACTIVE: 0.2})
+    async with d.dispatch(ticket("a1", "A", blocks=40), request("a1"), V):
+        with pytest.raises(ApiError) as e:  # 40 + 20 > A's 50: it waits, then is refused
+            async with d.dispatch(ticket("a2", "A", blocks=20), request("a2"), V):
+                pass
+        assert e.value.reason == "WORKER_CAPACITY"
+        async with d.dispatch(ticket("b1", "B", blocks=20), request("b1"), V) as got:  # B's room is kept
+            assert got.worker.worker_id == "w1"
+    with pytest.raises(ApiError) as e:
+        async with d.dispatch(ticket("big", "A", blocks=60), request("big"), V):
+            pass
+    assert e.value.reason == "TENANT_KV_SHARE"
+    assert pool.workers["w1"].by_tenant == {(V, "A"): 0, (V, "B"): 0}

@@ -1,0 +1,86 @@
+"""The workers this frontend routes to, as it sees them: versions each holds (verified at load), KV
+capacity per version, the blocks this frontend's generations reserved there (in all and per tenant),
+health and draining.
+
+A worker's free blocks are an estimate (its configured pool minus what this frontend reserved); the
+worker's own reservation is the authority. With more than one tenant, one tenant may hold at most
+`tenant_share` of a worker's pool, so the rest stays for the others (fair memory).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from frontend.registry import ServedVersion
+from frontend.worker import TritonWorker
+
+
+@dataclass(slots=True)
+class WorkerHandle:
+    worker_id: str
+    address: str  # Triton gRPC host:port
+    client: TritonWorker
+    capacity: dict[str, int] = field(default_factory=dict)  # version id -> KV blocks of its engine
+    reserved: dict[str, int] = field(default_factory=dict)  # version id -> blocks of our generations
+    by_tenant: dict[tuple[str, str], int] = field(default_factory=dict)  # (version, tenant) -> blocks
+    active: int = 0  # generations running on it now
+    dispatched: int = 0  # generations sent to it, all told
+    healthy: bool = True
+    draining: bool = False
+    last_heartbeat: float = 0.0  # time.time() of the last health check that passed
+
+    def free_blocks(self, version_id: str) -> int:
+        return self.capacity.get(version_id, 0) - self.reserved.get(version_id, 0)
+
+    def routable(self, version_id: str) -> bool:
+        return self.healthy and not self.draining and version_id in self.capacity
+
+    def tenant_cap(self, version_id: str, share: float) -> int:
+        """The most blocks one tenant may hold of this worker's pool for the version."""
+        return int(self.capacity.get(version_id, 0) * share)
+
+    def fits(self, version_id: str, blocks: int, tenant: str | None, share: float) -> bool:
+        if self.free_blocks(version_id) < blocks:
+            return False
+        held = self.by_tenant.get((version_id, tenant), 0) if tenant is not None else 0
+        return tenant is None or held + blocks <= self.tenant_cap(version_id, share)
+
+
+class WorkerPool:
+    def __init__(self) -> None:
+        self.workers: dict[str, WorkerHandle] = {}
+        self.block_size: dict[str, int] = {}  # version id -> tokens per KV block of its engines
+        # the share of a worker's KV pool one tenant may hold (fair memory: the rest stays for the
+        # other tenants); 1.0 while the catalog has a single tenant (frontend/catalog.py sets it)
+        self.tenant_share = 1.0
+
+    def add(self, worker: WorkerHandle) -> None:
+        self.workers[worker.worker_id] = worker
+
+    def routable(self, version_id: str) -> list[WorkerHandle]:
+        return [w for w in self.workers.values() if w.routable(version_id)]
+
+    def with_room(
+        self,
+        version_id: str,
+        blocks: int,
+        exclude: frozenset[str] = frozenset(),
+        tenant: str | None = None,
+    ) -> WorkerHandle | None:
+        """The routable worker with the most estimated free blocks, if they fit (and fit within the
+        tenant's share of that worker's pool)."""
+        share = self.tenant_share
+        fits = [
+            w
+            for w in self.routable(version_id)
+            if w.worker_id not in exclude and w.fits(version_id, blocks, tenant, share)
+        ]
+        return max(fits, key=lambda w: (w.free_blocks(version_id), w.worker_id), default=None)
+
+
+async def ready_workers(pool: WorkerPool, version: ServedVersion) -> int:
+    """Routable workers whose Triton reports the version's model ready now."""
+    ready = 0
+    for w in pool.routable(version.version_id):
+        ready += await w.client.is_model_ready(version.triton_model_name)
+    return ready
