@@ -163,7 +163,7 @@ class Platform:
                 WorkerHandle(
                     worker_id=w.worker_id,
                     address=w.server.grpc_url,
-                    client=TritonWorker(w.server.grpc_url),
+                    client=TritonWorker(w.server.grpc_url, headers=w.server.grpc_headers),
                     capacity={v.version_id: kv_blocks(m) for m, v in w.versions},
                     last_heartbeat=time.time(),
                 )
