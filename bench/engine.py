@@ -149,8 +149,8 @@ def worker_rss(artifact: Path, work: Path, requests: int) -> dict[str, float]:
     name = f"bench--{manifest.version}"
     repo = materialize_repository([ModelDeployment(name, artifact, manifest.version)], work / "models")
 
-    async def load(url: str) -> None:
-        worker = TritonWorker(url)
+    async def load(url: str, headers: dict[str, str]) -> None:
+        worker = TritonWorker(url, headers=headers)
 
         async def one(i: int) -> None:
             req = WorkerRequest(name, prompt_ids(128, 300 + i), 64, end_id=None, generation_id=f"w{i}")
@@ -162,7 +162,7 @@ def worker_rss(artifact: Path, work: Path, requests: int) -> dict[str, float]:
 
     with TritonServer(repo, work) as server:
         server.load_model(name)
-        asyncio.run(load(server.grpc_url))
+        asyncio.run(load(server.grpc_url, server.grpc_headers))
         rss = 0
         for proc in Path("/proc").iterdir():
             try:

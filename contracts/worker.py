@@ -47,7 +47,7 @@ class Refusal(enum.StrEnum):
 
     CAPACITY = "capacity"  # the KV pool cannot take it now: the frontend answers UNAVAILABLE
     INVALID_REQUEST = "invalid request"  # it can never be served as sent
-    INTERNAL_ERROR = "internal error"  # the engine failed; every live request ends with this
+    INTERNAL_ERROR = "internal error"  # this request's own part failed, or the engine did (all end)
     UNLOADING = "model is unloading"
 
 

@@ -7,6 +7,7 @@ The driver (the Triton model) calls `add_request()` / `abort()` between steps an
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 
 import torch
@@ -18,8 +19,8 @@ from engine.kv_cache import PagedKVCache
 from engine.kv_cache_manager import KVCacheManager
 from engine.model import LlamaForCausalLM
 from engine.runner import ModelRunner
-from engine.sampler import make_generator, sample
-from engine.scheduler import GUARANTEED_NO_EVICT, CapacityError, Scheduler, SchedulerOutput
+from engine.sampler import make_generator, sample_batch
+from engine.scheduler import GUARANTEED_NO_EVICT, CapacityError, Scheduler
 from engine.sequence import EngineRequest, FinishReason, SamplingParams, Sequence, StepOutput
 
 __all__ = [
@@ -97,8 +98,13 @@ class Engine:
             )
         if min(request.prompt_ids) < 0 or max(request.prompt_ids) >= self.vocab_size:
             raise EngineError("prompt token ids outside the vocabulary")
-        if request.sampling.top_k < 0:
+        sampling = request.sampling
+        if sampling.top_k < 0:
             raise EngineError(f"top_k must be at least 0 ({TOP_K_OFF} is off)")
+        if not (math.isfinite(sampling.temperature) and sampling.temperature >= 0.0):
+            raise EngineError("temperature must be finite and at least 0")
+        if not (math.isfinite(sampling.top_p) and 0.0 < sampling.top_p <= 1.0):
+            raise EngineError("top_p must be in (0, 1]")
         seq = Sequence(
             request, next(self._arrivals), make_generator(request.sampling), list(request.prompt_ids)
         )
@@ -125,8 +131,12 @@ class Engine:
         self._last_batch = scheduled.num_batched_tokens
         if scheduled.chunks:
             logits = self.runner.execute(scheduled, self.kv.block_table)
-            sampled = self._sample(scheduled, logits)
-            for seq in self.scheduler.update(scheduled, sampled):
+            sampled = sample_batch([c.seq for c in scheduled.chunks if c.sample], logits)
+            for seq_id, error in sampled.failed.items():  # each ends alone; the batch goes on
+                seq = self._seqs.pop(seq_id)
+                self.scheduler.finish(seq, FinishReason.ERROR)
+                outputs.append(self._output(seq, (), error))
+            for seq in self.scheduler.update(scheduled, sampled.tokens):
                 outputs.append(self._output(seq, (seq.token_ids[-1],)))
                 if seq.finish_reason is not None:
                     del self._seqs[seq.id]
@@ -153,18 +163,7 @@ class Engine:
         )
 
     @staticmethod
-    def _sample(step: SchedulerOutput, logits: torch.Tensor) -> dict[str, int]:
-        seqs = [c.seq for c in step.chunks if c.sample]
-        greedy = torch.argmax(logits, dim=-1).tolist() if len(seqs) else []
-        return {
-            seq.id: greedy[i]
-            if seq.request.sampling.greedy
-            else sample(logits[i], seq.request.sampling, seq.generator)
-            for i, seq in enumerate(seqs)
-        }
-
-    @staticmethod
-    def _output(seq: Sequence, new: tuple[int, ...]) -> StepOutput:
+    def _output(seq: Sequence, new: tuple[int, ...], error: str | None = None) -> StepOutput:
         return StepOutput(
             request_id=seq.id,
             new_token_ids=new,
@@ -172,4 +171,5 @@ class Engine:
             num_cached_tokens=seq.num_cached_tokens,
             num_output_tokens=seq.num_output_tokens,
             finish_reason=seq.finish_reason,
+            error=error,
         )

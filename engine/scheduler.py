@@ -114,11 +114,17 @@ class Scheduler:
 
         Called between steps, so no in-flight step can still read the blocks.
         """
+        self.finish(seq, FinishReason.ABORTED)
+
+    def finish(self, seq: Sequence, reason: FinishReason) -> None:
+        """Ends a sequence for `reason` wherever it is (waiting or running) and frees its blocks;
+        called outside a step's model run (an abort between steps, a sampling failure after it). A
+        sequence of the step just run is then skipped by `update()`."""
         if seq in self.waiting:
             self.waiting.remove(seq)
         if seq in self.running:
             self.running.remove(seq)
-        self._finish(seq, FinishReason.ABORTED)
+        self._finish(seq, reason)
 
     def has_unfinished(self) -> bool:
         return bool(self.waiting or self.running)
@@ -172,7 +178,7 @@ class Scheduler:
         for c in output.chunks:
             seq = c.seq
             if seq.status is not SeqStatus.RUNNING:
-                continue  # aborted while the step ran
+                continue  # aborted or failed since the step was scheduled
             seq.num_computed_tokens = c.start + c.num_tokens
             salt = seq.request.cache_salt
             self.kv.cache_full_blocks(seq.id, seq.token_ids, seq.num_computed_tokens, salt)

@@ -10,7 +10,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from contracts.sampling import TOP_K_OFF, TOP_P_OFF
+from contracts.sampling import GREEDY_BELOW_TEMPERATURE, TOP_K_OFF, TOP_P_OFF
 from contracts.tier import Tier
 
 if TYPE_CHECKING:
@@ -21,6 +21,7 @@ class FinishReason(enum.Enum):
     STOP_TOKEN = "stop_token"  # produced one of the request's stop token ids (end of sequence)
     LENGTH = "length"  # reached max_output_tokens
     ABORTED = "aborted"  # aborted by the driver (client cancellation)
+    ERROR = "error"  # this request alone could not go on (its logits could not be sampled)
 
 
 class SeqStatus(enum.IntEnum):
@@ -33,14 +34,14 @@ class SeqStatus(enum.IntEnum):
 
 @dataclass(slots=True, frozen=True)
 class SamplingParams:
-    temperature: float = 0.0  # 0 is greedy
+    temperature: float = 0.0  # below contracts.sampling.GREEDY_BELOW_TEMPERATURE (0 too) is greedy
     top_k: int = TOP_K_OFF  # keep the k most likely tokens
     top_p: float = TOP_P_OFF  # nucleus mass in (0, 1]
     seed: int | None = None  # None draws a fresh random seed
 
     @property
     def greedy(self) -> bool:
-        return self.temperature == 0.0
+        return self.temperature < GREEDY_BELOW_TEMPERATURE
 
 
 @dataclass(slots=True, frozen=True)
@@ -63,6 +64,7 @@ class StepOutput:
     num_cached_tokens: int  # prompt tokens served from the prefix cache at admission
     num_output_tokens: int  # cumulative
     finish_reason: FinishReason | None  # set on the request's last output
+    error: str | None = None  # FinishReason.ERROR: why, as an exception type name (never request data)
 
 
 @dataclass(slots=True, eq=False)

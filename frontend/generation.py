@@ -36,7 +36,7 @@ class GenerationRun:
     version: ServedVersion
     prompt_ids: tuple[int, ...]
     params: GenerationParams
-    cache_salt: str  # server-controlled prefix-cache scope (the tenant)
+    cache_salt: str  # the tenant's prefix-cache scope (frontend/cache_salt.py)
     tenant_weight: float = 1.0
     tier: Tier = Tier.INTERACTIVE
     epoch: int = 1

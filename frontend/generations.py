@@ -27,6 +27,7 @@ from control.generations import NewGeneration
 from control.states import GenerationState
 from datastore.store import Store
 from frontend.auth import Tenant
+from frontend.cache_salt import CacheSalts
 from frontend.errors import ApiError
 from frontend.generation import GenerationRun
 from frontend.leases import LeaseKeeper
@@ -77,8 +78,11 @@ class GenerationManager:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         metrics: FrontendMetrics | None = None,
         tracer: Tracer | None = None,
+        salts: CacheSalts | None = None,
     ) -> None:
+        """salts: the tenants' prefix-cache salts (a fresh secret when not given)."""
         settings = settings or GatewaySettings()
+        self.salts = salts or CacheSalts.generate()
         self.store = store
         self.dispatcher = dispatcher
         self.settings = settings
@@ -124,7 +128,7 @@ class GenerationManager:
             version=version,
             prompt_ids=prompt_ids,
             params=req.params,
-            cache_salt=tenant.id,
+            cache_salt=self.salts.for_tenant(tenant.id),
             tenant_weight=tenant.weight,
             tier=req.tier,
             epoch=0,  # no attempt yet

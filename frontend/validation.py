@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from contracts.sampling import TOP_K_OFF, TOP_P_OFF
+from contracts.sampling import GREEDY_BELOW_TEMPERATURE, TOP_K_OFF, TOP_P_OFF
 from contracts.tier import Tier
 from frontend.errors import ApiError, invalid_argument
 from frontend.tokenization import ROLES, Message
@@ -111,6 +111,11 @@ def _params(req: pb.GenerateRequest) -> GenerationParams:
     top_k = s.top_k if s.HasField("top_k") else TOP_K_OFF
     if not math.isfinite(temperature) or not 0.0 <= temperature <= MAX_TEMPERATURE:
         raise _sampling("temperature", f"must be in [0, {MAX_TEMPERATURE}]")
+    if temperature < GREEDY_BELOW_TEMPERATURE:
+        # Tiny temperatures are greedy, not refused: argmax is the limit of sampling as T -> 0 and
+        # below the floor the draw already is argmax, while dividing logits by them overflows
+        # (contracts/sampling.py). Normalised here, so the payload hash sees the effective request.
+        temperature = 0.0
     if not math.isfinite(top_p) or not 0.0 < top_p <= 1.0:
         raise _sampling("top_p", "must be in (0, 1]")
     if top_k < 0:

@@ -121,10 +121,12 @@ def build_inputs(req: WorkerRequest, extensions: bool = True) -> list[InferInput
 
 
 class TritonWorker:
-    def __init__(self, url: str, extensions: bool = True) -> None:
-        """extensions=False for a TensorRT-LLM worker: no extension tensors are sent or read."""
+    def __init__(self, url: str, extensions: bool = True, headers: dict[str, str] | None = None) -> None:
+        """extensions=False for a TensorRT-LLM worker: no extension tensors are sent or read.
+        headers: gRPC metadata on every call (the worker's access key, serving/triton.py)."""
         self.url = url
         self.extensions = extensions
+        self._headers = dict(headers or {})
         self._outputs = REQUESTED + (REQUESTED_EXTENSIONS if extensions else ())
         self._client = triton_aio.InferenceServerClient(url)
 
@@ -133,7 +135,7 @@ class TritonWorker:
 
     async def is_model_ready(self, model: str) -> bool:
         try:
-            return bool(await self._client.is_model_ready(model))
+            return bool(await self._client.is_model_ready(model, headers=self._headers or None))
         except InferenceServerException:
             return False
 
@@ -153,7 +155,8 @@ class TritonWorker:
             }
             await done.wait()  # keep the stream open until the final response arrives
 
-        stream = self._client.stream_infer(requests(), headers=dict(req.trace_headers) or None)
+        headers = {**self._headers, **dict(req.trace_headers)}
+        stream = self._client.stream_infer(requests(), headers=headers or None)
         completed = False
         try:
             while True:

@@ -28,6 +28,7 @@ from engine.artifact import ArtifactIntegrityError
 from frontend.admin import AdminService
 from frontend.admission import WaitPredictor
 from frontend.auth import ApiKeyStore
+from frontend.cache_salt import CacheSalts
 from frontend.catalog import CatalogCache, mark_ready, read_catalog, seed_catalog, served_versions, store_url
 from frontend.config import ModelSettings, PlatformConfig, check_loopback_only
 from frontend.generations import GatewaySettings, GenerationManager
@@ -66,6 +67,7 @@ class Platform:
         self.metrics_port = 0  # the bound port of [frontend] metrics_listen
         self._settings: dict[str, ModelSettings] = {}  # model name -> its [[models]] settings
         self._catalog: CatalogCache | None = None
+        self.cache_salts = CacheSalts.generate()  # for the platform's life: its workers' caches
         self.tracer_provider = tracer_provider(cfg.telemetry, span_processor)
 
     @property
@@ -163,7 +165,7 @@ class Platform:
                 WorkerHandle(
                     worker_id=w.worker_id,
                     address=w.server.grpc_url,
-                    client=TritonWorker(w.server.grpc_url),
+                    client=TritonWorker(w.server.grpc_url, headers=w.server.grpc_headers),
                     capacity={v.version_id: kv_blocks(m) for m, v in w.versions},
                     last_heartbeat=time.time(),
                 )
@@ -190,7 +192,13 @@ class Platform:
         )
         tracer = self.tracer_provider.get_tracer("llm.frontend")
         self.manager = GenerationManager(
-            self.store, aggregator, dispatcher, settings, metrics=metrics, tracer=tracer
+            self.store,
+            aggregator,
+            dispatcher,
+            settings,
+            metrics=metrics,
+            tracer=tracer,
+            salts=self.cache_salts,
         )
         self.manager.start_background()
         supervisor = Supervisor(self.workers, self.pool, self.store, dispatcher)

@@ -4,12 +4,21 @@ backend directory, and runs the server over a model repository (serving/deployme
 The server is started in its own process group, bound to loopback, in explicit model-control mode;
 `TritonServer.stop()` ends it and every Python-backend stub it spawned and removes any shared-memory
 region those stubs leaked.
+
+Access: every gRPC protocol and HTTP API but health (inference, model load/unload, metadata,
+configs, statistics, shared memory, trace and log settings) needs the server's access key in a
+header (Triton's restricted protocols). The key is drawn when the `TritonServer` is made and kept
+for its life, so a restart keeps the clients that hold it working. Health (server live/ready, model
+ready) stays open: it is what readiness probes ask, and it tells nothing about requests. Triton
+takes the key on its command line, where a local user who can read the process table can see it;
+the tenant's prefix-cache salt never appears there (frontend/cache_salt.py).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -23,6 +32,11 @@ from typing import Any
 
 SHM = Path("/dev/shm")
 SHM_PREFIX = "triton_python_backend_shm_region"
+
+ACCESS_HEADER = "llm-worker-key"  # the HTTP header; over gRPC Triton expects GRPC_ACCESS_HEADER
+GRPC_ACCESS_HEADER = f"triton-grpc-protocol-{ACCESS_HEADER}"
+# every protocol group but health (server live/ready, model ready)
+RESTRICTED = "inference,model-repository,metadata,model-config,statistics,shared-memory,trace,logging"
 
 
 class TritonError(Exception):
@@ -102,6 +116,7 @@ class TritonServer:
         self.exit_timeout_s = exit_timeout_s
         self.trace_url = trace_url
         self.log_path = work_dir / f"tritonserver-{self.grpc_port}.log"
+        self._access_key = secrets.token_urlsafe(32)
         self.process: subprocess.Popen[bytes] | None = None
         # the Python backend's shared-memory regions of this server carry its own prefix, so a
         # stop (or the clean-up after a crash) never touches another server's regions
@@ -110,6 +125,11 @@ class TritonServer:
     @property
     def grpc_url(self) -> str:
         return f"127.0.0.1:{self.grpc_port}"
+
+    @property
+    def grpc_headers(self) -> dict[str, str]:
+        """The metadata every restricted gRPC call to this server carries (its access key)."""
+        return {GRPC_ACCESS_HEADER: self._access_key}
 
     def start(self, timeout_s: float = 60.0) -> TritonServer:
         backend_dir = assemble_backend_dir(self.install, self.work_dir / "backends")
@@ -133,6 +153,8 @@ class TritonServer:
             f"--metrics-port={self.metrics_port}",
             f"--exit-timeout-secs={self.exit_timeout_s}",
             f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
+            f"--grpc-restricted-protocol={RESTRICTED}:{ACCESS_HEADER}={self._access_key}",
+            f"--http-restricted-api={RESTRICTED}:{ACCESS_HEADER}={self._access_key}",
             *self._trace_args(),
             "--log-verbose=0",
         ]
@@ -193,7 +215,7 @@ class TritonServer:
 
         client = self._client()
         try:
-            client.load_model(name)
+            client.load_model(name, headers=self.grpc_headers)
             if not client.is_model_ready(name):
                 raise TritonError(f"model {name} did not become ready")
         except InferenceServerException as e:

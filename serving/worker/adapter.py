@@ -9,6 +9,9 @@ sender (tensors.py says what they carry). Every request gets exactly one FINAL, 
     cancelled     the engine aborts it at the step boundary; a bare FINAL follows
     refused       "capacity: ..." when the KV pool cannot take it now (the frontend answers
                   UNAVAILABLE), "invalid request: ..." when it can never be served as sent
+    one failed    a request whose own part fails (the engine could not sample its logits, its
+                  sender or handle raised) ends alone with "internal error: <type>"; the others
+                  and the engine go on
     engine error  a step that raises ends every live request with "internal error: <type>" and
                   rebuilds the engine; the loop goes on
     unloading     `close()` ends queued and live requests with "model is unloading"
@@ -159,9 +162,12 @@ class WorkerAdapter:
         except Exception as e:  # the engine failed: this request ends here, the loop's guard does the rest
             self._send_error(request, refusal_message(Refusal.INTERNAL_ERROR, type(e).__name__))
             raise
-        self.live[rid] = _Live(request, streaming)
+        live = self.live[rid] = _Live(request, streaming)
         if streaming:
-            request.sender.send(admission_outputs(admitted), final=False)
+            try:
+                request.sender.send(admission_outputs(admitted), final=False)
+            except Exception as e:  # this request's sender: it alone ends
+                self._fail_one(rid, live, e, abort=True)
 
     def _unique_id(self, rid: str) -> str:
         rid = rid or uuid.uuid4().hex
@@ -172,8 +178,13 @@ class WorkerAdapter:
     def _step(self) -> None:
         """Cancellations, one engine step, its responses (one per request that got tokens)."""
         started = self._clock()
-        for rid, live in self.live.items():  # each check is a round trip to tritonserver
-            if live.request.is_cancelled():
+        for rid, live in list(self.live.items()):  # each check is a round trip to tritonserver
+            try:
+                cancelled = live.request.is_cancelled()
+            except Exception as e:  # this request's handle: it alone ends
+                self._fail_one(rid, live, e, abort=True)
+                continue
+            if cancelled:
                 self.engine.abort(rid)
         checked = self._clock()
         outputs = self.engine.step()
@@ -192,15 +203,33 @@ class WorkerAdapter:
         done = out.finish_reason is not None
         if done:
             del self.live[out.request_id]
+        try:
+            self._send_step(out, live, done)
+        except Exception as e:  # this request's sender (or its tensors): it alone ends
+            self._fail_one(out.request_id, live, e, abort=not done)
+
+    def _send_step(self, out: StepOutput, live: _Live, done: bool) -> None:
         sender = live.request.sender
         if out.finish_reason is FinishReason.ABORTED:
             sender.send(None, final=True)  # the client cancelled: nothing more to say
+        elif out.finish_reason is FinishReason.ERROR:  # the engine ended this request alone
+            self.log.log_error(f"request {out.request_id[:64]} failed in the engine: {out.error}")
+            sender.send(ErrorResponse(refusal_message(Refusal.INTERNAL_ERROR, out.error or "")), final=True)
         elif live.streaming:
             sender.send(step_outputs(out.new_token_ids), final=done)
         else:
             live.held.extend(out.new_token_ids)
             if done:
                 sender.send(full_outputs(live.held, out), final=True)
+
+    def _fail_one(self, rid: str, live: _Live, e: Exception, abort: bool) -> None:
+        """Ends one request whose own part raised, with an error FINAL; with `abort`, the engine
+        drops it at the next step boundary. Nothing else is touched."""
+        self.live.pop(rid, None)
+        if abort:
+            self.engine.abort(rid)
+        self.log.log_error(f"request {rid[:64]} failed: {type(e).__name__}")
+        self._send_error(live.request, refusal_message(Refusal.INTERNAL_ERROR, type(e).__name__))
 
     def _fail_live(self, message: str) -> None:
         live, self.live = self.live, {}

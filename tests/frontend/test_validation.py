@@ -5,6 +5,7 @@ from __future__ import annotations
 import grpc
 import pytest
 
+from contracts.sampling import GREEDY_BELOW_TEMPERATURE
 from frontend.errors import ApiError
 from frontend.validation import GenerationParams, check_context, check_for_version, validate
 from llm.v1 import generations_pb2 as pb
@@ -55,6 +56,11 @@ def test_chat_messages_are_kept_in_order() -> None:
         ({"sampling": pb.SamplingParams(temperature=-0.1)}, "INVALID_SAMPLING"),
         ({"sampling": pb.SamplingParams(temperature=2.5)}, "INVALID_SAMPLING"),
         ({"sampling": pb.SamplingParams(temperature=float("nan"))}, "INVALID_SAMPLING"),
+        ({"sampling": pb.SamplingParams(temperature=float("inf"))}, "INVALID_SAMPLING"),
+        ({"sampling": pb.SamplingParams(temperature=float("-inf"))}, "INVALID_SAMPLING"),
+        ({"sampling": pb.SamplingParams(top_p=float("nan"))}, "INVALID_SAMPLING"),
+        ({"sampling": pb.SamplingParams(top_p=float("inf"))}, "INVALID_SAMPLING"),
+        ({"sampling": pb.SamplingParams(top_p=float("-inf"))}, "INVALID_SAMPLING"),
         ({"sampling": pb.SamplingParams(top_p=0.0)}, "INVALID_SAMPLING"),
         ({"sampling": pb.SamplingParams(top_p=1.5)}, "INVALID_SAMPLING"),
         ({"sampling": pb.SamplingParams(top_k=-1)}, "INVALID_SAMPLING"),
@@ -65,6 +71,18 @@ def test_chat_messages_are_kept_in_order() -> None:
 )
 def test_invalid_settings(overrides: dict[str, object], reason: str) -> None:
     assert reason_of(request(**overrides)) == reason
+
+
+@pytest.mark.parametrize("temperature", [1e-45, 1e-30, 1e-4, 0.000999])
+def test_a_temperature_below_the_floor_is_greedy(temperature: float) -> None:
+    v = validate(request(sampling=pb.SamplingParams(temperature=temperature, seed=3)))
+    assert v.params.temperature == 0.0 and v.params.seed == 3
+
+
+def test_a_temperature_at_the_floor_or_above_is_kept() -> None:
+    for temperature in (GREEDY_BELOW_TEMPERATURE, 0.5, 2.0):
+        v = validate(request(sampling=pb.SamplingParams(temperature=temperature)))
+        assert v.params.temperature == pytest.approx(temperature)  # a proto float: fp32
 
 
 def test_missing_input_is_invalid() -> None:

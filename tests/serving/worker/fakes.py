@@ -19,10 +19,15 @@ Sent = tuple[dict[str, list[int]] | str | None, bool]
 
 
 class Sender:
+    """Records what it is sent; raises the next of `failures` instead while there are any."""
+
     def __init__(self) -> None:
         self.sent: list[Sent] = []
+        self.failures: list[Exception] = []
 
     def send(self, response: Response, final: bool) -> None:
+        if self.failures:
+            raise self.failures.pop(0)
         if response is None:
             self.sent.append((None, final))
         elif isinstance(response, ErrorResponse):
@@ -47,6 +52,7 @@ class Request:
         self.rid = rid
         self.cancelled = False
         self.checks = 0
+        self.fail_check: Exception | None = None  # is_cancelled() raises it
         self._sender = Sender()
 
     def input(self, name: str) -> np.ndarray | None:
@@ -57,6 +63,8 @@ class Request:
 
     def is_cancelled(self) -> bool:
         self.checks += 1
+        if self.fail_check is not None:
+            raise self.fail_check
         return self.cancelled
 
     @property
@@ -71,7 +79,8 @@ class Request:
 class ScriptedEngine:
     """One token per running request per step (101, 102, ...) until its max_output_tokens; every
     prompt token but the first counts as cached. `fail_step` / `fail_add` raise from step() /
-    add_request(); `full` refuses new requests for capacity."""
+    add_request(); `full` refuses new requests for capacity; `fail_request` ends the named running
+    requests at the next step with FinishReason.ERROR and the given error."""
 
     def __init__(self) -> None:
         self.running: dict[str, tuple[EngineRequest, int]] = {}
@@ -81,6 +90,7 @@ class ScriptedEngine:
         self.fail_step: Exception | None = None
         self.fail_add: Exception | None = None
         self.full = False
+        self.fail_request: dict[str, str] = {}
 
     def add_request(self, request: EngineRequest) -> StepOutput:
         if self.fail_add is not None:
@@ -92,7 +102,8 @@ class ScriptedEngine:
         return StepOutput(request.request_id, (), len(request.prompt_ids), 1, 0, None)
 
     def abort(self, request_id: str) -> None:
-        self.aborted.append(self.running.pop(request_id))
+        if request_id in self.running:  # unknown ids are ignored, as the engine does
+            self.aborted.append(self.running.pop(request_id))
 
     def has_unfinished(self) -> bool:
         return bool(self.running or self.aborted)
@@ -104,6 +115,11 @@ class ScriptedEngine:
         outs = [StepOutput(r.request_id, (), len(r.prompt_ids), 1, n, aborted) for r, n in self.aborted]
         self.aborted.clear()
         for rid, (r, n) in list(self.running.items()):
+            if rid in self.fail_request:
+                error = self.fail_request.pop(rid)
+                outs.append(StepOutput(rid, (), len(r.prompt_ids), 1, n, FinishReason.ERROR, error))
+                del self.running[rid]
+                continue
             done = n + 1 == r.max_output_tokens
             reason = FinishReason.LENGTH if done else None
             outs.append(StepOutput(rid, (101 + n,), len(r.prompt_ids), 1, n + 1, reason))
