@@ -7,6 +7,7 @@ exception's text) and the log gets the traceback.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -137,6 +138,9 @@ def mapped(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         return call
 
     def streaming(inner: Streaming) -> Streaming:
+        if not inspect.isasyncgenfunction(inner):  # it writes with context.write (Health.Watch)
+            return unary(inner)  # type: ignore[arg-type,return-value]
+
         async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             try:
                 async for item in inner(request, context):
