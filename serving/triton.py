@@ -4,12 +4,17 @@ backend directory, and runs the server over a model repository (serving/deployme
 The server is started in its own process group, bound to loopback, in explicit model-control mode;
 `TritonServer.stop()` ends it and every Python-backend stub it spawned and removes any shared-memory
 region those stubs leaked.
+
+Identity: a port in use is a start-up error, and each launch gets a random `--id`, which Triton
+reports back as its server metadata's `name` (its API shows no pid). Only a server reporting this
+launch's id is taken for ours, at start and at every `check()`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -23,6 +28,16 @@ from typing import Any
 
 SHM = Path("/dev/shm")
 SHM_PREFIX = "triton_python_backend_shm_region"
+PROBE_TIMEOUT_S = 5.0  # an identity or readiness probe unanswered this long fails
+
+
+# Execs argv[2:] (tritonserver) to get SIGTERM when the process that started it (pid argv[1])
+# dies, from a fresh interpreter: a preexec_fn would run Python in the forked child of this
+# threaded process, where gRPC's fork handlers abort it now and then (seen on restarts).
+_EXEC_DYING_WITH_PARENT = (
+    "import ctypes, os, signal, sys; ctypes.CDLL(None).prctl(1, signal.SIGTERM); "  # PR_SET_PDEATHSIG
+    "os.getppid() == int(sys.argv[1]) or sys.exit(1); os.execv(sys.argv[2], sys.argv[2:])"
+)
 
 
 class TritonError(Exception):
@@ -103,6 +118,7 @@ class TritonServer:
         self.trace_url = trace_url
         self.log_path = work_dir / f"tritonserver-{self.grpc_port}.log"
         self.process: subprocess.Popen[bytes] | None = None
+        self.server_id = ""  # this launch's --id, new at every start()
         # the Python backend's shared-memory regions of this server carry its own prefix, so a
         # stop (or the clean-up after a crash) never touches another server's regions
         self.shm_prefix = f"{SHM_PREFIX}_{os.getpid()}_{self.grpc_port}_"
@@ -112,6 +128,10 @@ class TritonServer:
         return f"127.0.0.1:{self.grpc_port}"
 
     def start(self, timeout_s: float = 60.0) -> TritonServer:
+        """Launches the server and waits until it is live; TritonError when a port is taken, or the
+        server exits or does not answer as this launch in time."""
+        _ensure_free(grpc=self.grpc_port, http=self.http_port, metrics=self.metrics_port)
+        self.server_id = f"llm-worker-{secrets.token_hex(8)}"
         backend_dir = assemble_backend_dir(self.install, self.work_dir / "backends")
         libdir = sysconfig.get_config_var("LIBDIR") or ""
         env = dict(os.environ)
@@ -124,6 +144,7 @@ class TritonServer:
             f"--model-repository={self.model_repository}",
             f"--backend-directory={backend_dir}",
             f"--cache-directory={self.install.caches}",
+            f"--id={self.server_id}",
             "--model-control-mode=explicit",
             "--grpc-address=127.0.0.1",
             "--http-address=127.0.0.1",
@@ -140,12 +161,11 @@ class TritonServer:
         self._remove_shm()  # left by an earlier process of this server that was killed
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                args,
+                [sys.executable, "-I", "-c", _EXEC_DYING_WITH_PARENT, str(os.getpid()), *args],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
                 start_new_session=True,
-                preexec_fn=_die_with_parent,
             )
         self._wait_live(timeout_s)
         return self
@@ -177,15 +197,41 @@ class TritonServer:
                         f"tritonserver exited with {self.process.returncode}; see {self.log_path}"
                     )
                 try:
-                    if client.is_server_live():
-                        return
+                    live = client.is_server_live()
                 except Exception:
-                    pass
+                    live = False
+                if live:
+                    try:
+                        self._check_identity(client)
+                    except TritonError:
+                        self.stop()
+                        raise
+                    return
                 time.sleep(0.1)
         finally:
             client.close()
         self.stop()
         raise TritonError(f"tritonserver did not become live in {timeout_s:.0f}s; see {self.log_path}")
+
+    def _check_identity(self, client: Any) -> None:
+        name = client.get_server_metadata(client_timeout=PROBE_TIMEOUT_S).name
+        if name != self.server_id:
+            raise TritonError(f"{self.grpc_url} is answered by another server ({name!r}), not this launch")
+
+    def check(self, models: list[str]) -> None:
+        """TritonError unless the server on our port is this launch and every model is ready."""
+        from tritonclient.utils import InferenceServerException
+
+        client = self._client()
+        try:
+            self._check_identity(client)
+            for name in models:
+                if not client.is_model_ready(name, client_timeout=PROBE_TIMEOUT_S):
+                    raise TritonError(f"model {name} is not ready")
+        except InferenceServerException as e:
+            raise TritonError(f"{self.grpc_url} did not answer: {e.message()}") from e
+        finally:
+            client.close()
 
     def load_model(self, name: str) -> None:
         """Loads a model and waits until it is ready; TritonError with Triton's reason otherwise."""
@@ -201,9 +247,10 @@ class TritonServer:
         finally:
             client.close()
 
-    def stop(self) -> None:
+    def stop(self, kill: bool = False) -> None:
+        """Ends the server (kill: at once, without waiting for its models to finish)."""
         proc, self.process = self.process, None
-        if proc is not None and proc.poll() is None:
+        if proc is not None and proc.poll() is None and not kill:
             proc.send_signal(signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=self.exit_timeout_s + 10)
@@ -225,12 +272,19 @@ class TritonServer:
         self.stop()
 
 
-def _die_with_parent() -> None:
-    """Runs in the child before exec: the server gets SIGTERM if the process that started it dies."""
-    import ctypes
-
-    pr_set_pdeathsig = 1
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+def _ensure_free(**ports: int) -> None:
+    """TritonError when something listens on one of the 127.0.0.1 ports already (a connection in
+    TIME_WAIT does not count: SO_REUSEADDR, as Triton binds them)."""
+    for kind, port in ports.items():
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError as e:
+                raise TritonError(
+                    f"Triton {kind} port {port} is already in use on 127.0.0.1 ({e.strerror}): "
+                    "another tritonserver or platform holds it; stop it or set other ports in [triton]"
+                ) from None
 
 
 def _kill_group(pgid: int) -> None:
