@@ -66,6 +66,11 @@ class WorkerPool:
     def __init__(self) -> None:
         self.workers: dict[str, WorkerHandle] = {}
         self.block_size: dict[str, int] = {}  # version id -> tokens per KV block of its engines
+        self.changed = asyncio.Event()  # set when a worker's health changes (the health check waits)
+
+    def set_healthy(self, worker_id: str, healthy: bool) -> None:
+        self.workers[worker_id].healthy = healthy
+        self.changed.set()
 
     def add(self, worker: WorkerHandle) -> None:
         self.workers[worker.worker_id] = worker
