@@ -58,6 +58,12 @@ class FrontendSettings:
     tls_cert_file: str = ""
     tls_key_file: str = ""
     tls_client_ca_file: str = ""
+    # worker liveness (frontend/liveness.py, serving/probes.py): a stream whose worker model sent
+    # nothing on any stream for this long ends INTERRUPTED, and the worker is restarted. It must
+    # exceed the worst engine step plus the probe interval (a silent model gets a canary then).
+    worker_inactivity_timeout_s: float = 10.0
+    # worker identity and readiness probes, canaries to silent models, and health, this often
+    worker_probe_interval_s: float = 2.0
 
 
 @dataclass(slots=True, frozen=True)
@@ -166,6 +172,10 @@ def _check(cfg: PlatformConfig, where: str) -> None:
     if not f.slow_consumer_timeout_s > 0 or f.converse_window_events < 1 or not f.catalog_refresh_s > 0:
         raise ConfigError(
             f"{where}: slow_consumer_timeout_s, converse_window_events and catalog_refresh_s must be positive"
+        )
+    if not 0 < f.worker_probe_interval_s < f.worker_inactivity_timeout_s:
+        raise ConfigError(
+            f"{where}: worker_probe_interval_s must be positive and below worker_inactivity_timeout_s"
         )
     for m in cfg.models:
         if m.dtype not in ("float32", "bfloat16", "auto"):

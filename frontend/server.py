@@ -1,4 +1,4 @@
-"""The frontend gRPC server: services, auth interceptor, health and reflection."""
+"""The frontend gRPC server: services, auth interceptor, health (frontend/health.py) and reflection."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ from frontend.config import FrontendSettings
 from frontend.error_map import ErrorInterceptor
 from frontend.errors import ApiError
 from frontend.generations import GenerationManager
+from frontend.health import HealthCheck
 from frontend.offload import Offload
 from frontend.registry import ModelRegistry
 from frontend.service import GenerationsService, ModelsService, UsageService
 from frontend.validation import RequestLimits
-from frontend.worker_pool import WorkerPool, ready_workers
 from lifecycle.reads import usage_by_tenant
 from llm.v1 import (
     admin_pb2,
@@ -40,19 +40,6 @@ SERVICE_NAMES = (
     usage_pb2.DESCRIPTOR.services_by_name["Usage"].full_name,
     admin_pb2.DESCRIPTOR.services_by_name["Admin"].full_name,
 )
-
-
-async def refresh_health(
-    servicer: health.aio.HealthServicer, registry: ModelRegistry, pool: WorkerPool
-) -> bool:
-    """SERVING when every registered version is ready on at least one routable worker."""
-    ready = True
-    for version in registry.versions.values():
-        ready = ready and await ready_workers(pool, version) > 0
-    status = health_pb2.HealthCheckResponse.SERVING if ready else health_pb2.HealthCheckResponse.NOT_SERVING
-    for name in ("", *SERVICE_NAMES):
-        await servicer.set(name, status)
-    return ready
 
 
 class CappedHealthServicer(health.aio.HealthServicer):
@@ -99,8 +86,10 @@ async def frontend_server(
     manager: GenerationManager,
     settings: FrontendSettings = DEFAULT_SETTINGS,
     admin: AdminService | None = None,
+    health_interval_s: float = 1.0,
 ) -> AsyncIterator[tuple[grpc.aio.Server, int]]:
-    """Starts the server on `listen` (port 0 picks one) and yields (server, bound port)."""
+    """Starts the server on `listen` (port 0 picks one) and yields (server, bound port). Its
+    health is recomputed every `health_interval_s` (frontend/health.py)."""
     server = grpc.aio.server(
         interceptors=[ErrorInterceptor(), AuthInterceptor(keys)],
         options=[
@@ -129,10 +118,13 @@ async def frontend_server(
     if port == 0:
         raise OSError(f"cannot listen on {listen}")
     await server.start()
-    await refresh_health(health_servicer, registry, pool)
+    check = HealthCheck(health_servicer, registry, pool, SERVICE_NAMES, health_interval_s)
+    await check.refresh()
+    check.start()
     try:
         yield server, port
     finally:
+        await check.close()
         await health_servicer.enter_graceful_shutdown()
         await server.stop(grace=5)
         offload.close()

@@ -8,7 +8,7 @@ Triton request.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,6 +19,7 @@ from tritonclient.utils import InferenceServerException
 from contracts import worker as wire
 from contracts.sampling import TOP_K_OFF, TOP_P_OFF
 from contracts.tier import Tier
+from frontend.liveness import Liveness, answer_within
 
 
 class WorkerError(Exception):
@@ -120,22 +121,41 @@ def build_inputs(req: WorkerRequest, extensions: bool = True) -> list[InferInput
     ]
 
 
+READY_TIMEOUT_S = 5.0  # a readiness probe that gets no answer in this long reports not ready
+
+
 class TritonWorker:
-    def __init__(self, url: str, extensions: bool = True, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        extensions: bool = True,
+        inactivity_timeout_s: float | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         """extensions=False for a TensorRT-LLM worker: no extension tensors are sent or read.
+        inactivity_timeout_s: a stream whose model sent nothing on any stream for this long is
+        lost (frontend/liveness.py); None waits for ever.
         headers: gRPC metadata on every call (the worker's access key, serving/triton.py)."""
         self.url = url
         self.extensions = extensions
+        self.inactivity_timeout_s = inactivity_timeout_s
+        self.liveness: dict[str, Liveness] = {}  # Triton model name -> its last sign of life
         self._headers = dict(headers or {})
         self._outputs = REQUESTED + (REQUESTED_EXTENSIONS if extensions else ())
         self._client = triton_aio.InferenceServerClient(url)
+
+    def liveness_of(self, model: str) -> Liveness:
+        return self.liveness.setdefault(model, Liveness())
 
     async def close(self) -> None:
         await self._client.close()
 
     async def is_model_ready(self, model: str) -> bool:
         try:
-            return bool(await self._client.is_model_ready(model, headers=self._headers or None))
+            ready = await self._client.is_model_ready(
+                model, headers=self._headers or None, client_timeout=READY_TIMEOUT_S
+            )
+            return bool(ready)
         except InferenceServerException:
             return False
 
@@ -157,11 +177,15 @@ class TritonWorker:
 
         headers = {**self._headers, **dict(req.trace_headers)}
         stream = self._client.stream_infer(requests(), headers=headers or None)
+        liveness = self.liveness_of(req.model)
         completed = False
         try:
             while True:
                 try:
-                    result, error = await stream.__anext__()
+                    response: Awaitable[tuple[InferResult, InferenceServerException]] = stream.__anext__()
+                    if self.inactivity_timeout_s is not None:
+                        response = answer_within(response, liveness, self.inactivity_timeout_s)
+                    result, error = await response
                 except StopAsyncIteration:
                     raise WorkerLost("worker stream ended before the final response") from None
                 except (TimeoutError, InferenceServerException) as e:
@@ -171,9 +195,12 @@ class TritonWorker:
                 if error is not None:
                     message = error.message()
                     reason, detail = wire.parse_refusal(message)
+                    if reason is not None:  # the model's own answer; Triton's errors are not
+                        liveness.seen()
                     if reason is wire.Refusal.CAPACITY:
                         raise WorkerCapacityError(detail)
                     raise WorkerError(message)
+                liveness.seen()
                 final = result.get_response().parameters.get("triton_final_response")
                 chunk = parse_response(result)
                 if chunk.token_ids or chunk.num_input_tokens is not None:

@@ -9,6 +9,7 @@ worker's own reservation is the authority. With more than one tenant, one tenant
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 from frontend.registry import ServedVersion
@@ -53,6 +54,11 @@ class WorkerPool:
         # the share of a worker's KV pool one tenant may hold (fair memory: the rest stays for the
         # other tenants); 1.0 while the catalog has a single tenant (frontend/catalog.py sets it)
         self.tenant_share = 1.0
+        self.changed = asyncio.Event()  # set when a worker's health changes (the health check waits)
+
+    def set_healthy(self, worker_id: str, healthy: bool) -> None:
+        self.workers[worker_id].healthy = healthy
+        self.changed.set()
 
     def add(self, worker: WorkerHandle) -> None:
         self.workers[worker.worker_id] = worker

@@ -2,7 +2,8 @@
 
 platform.py    the all-in-one platform (`make serve`): workers, frontend, supervisor
 workers.py     this machine's Triton workers and what their engines are started with
-supervisor.py  restarts dead workers, heartbeats the worker registry
+supervisor.py  restarts dead or hung workers, heartbeats the worker registry
+probes.py      what tells that a running worker failed: identity, readiness, canaries
 triton.py      locates the `tritonserver` binary in the nvidia-pytriton wheel and runs it
 deployment.py  one model version as a Triton model: its settings, and the model repository
 worker/        the CPU worker inside Triton's Python-backend stub: the adapter over engine/

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from frontend.config import LOCAL_ADMIN_KEY, LOCAL_API_KEY, LOCAL_TENANT, ConfigError, load_config
 from serving.platform import Platform
+from serving.triton_host import TritonError
 
 log = logging.getLogger("serving")
 
@@ -55,6 +56,9 @@ def main() -> int:
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2
+    except TritonError as e:  # a port in use, or a worker that would not start
+        print(f"worker error: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         pass
     finally:

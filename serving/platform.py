@@ -160,19 +160,23 @@ class Platform:
     @asynccontextmanager
     async def frontend(self, listen: str | None = None) -> AsyncIterator[tuple[grpc.aio.Server, int]]:
         assert self.workers and self.store is not None, "start_workers() first"
+        f = self.cfg.frontend
         for w in self.workers:
             self.pool.add(
                 WorkerHandle(
                     worker_id=w.worker_id,
                     address=w.server.grpc_url,
-                    client=TritonWorker(w.server.grpc_url, headers=w.server.grpc_headers),
+                    client=TritonWorker(
+                        w.server.grpc_url,
+                        inactivity_timeout_s=f.worker_inactivity_timeout_s,
+                        headers=w.server.grpc_headers,
+                    ),
                     capacity={v.version_id: kv_blocks(m) for m, v in w.versions},
                     last_heartbeat=time.time(),
                 )
             )
         aggregator = UsageAggregator(self.store.sessions, clock=lambda: datetime.now(UTC))
         aggregator.start()
-        f = self.cfg.frontend
         settings = GatewaySettings(
             grace_s=f.disconnect_grace_s,
             retain_s=f.stream_retain_s,
@@ -201,7 +205,14 @@ class Platform:
             salts=self.cache_salts,
         )
         self.manager.start_background()
-        supervisor = Supervisor(self.workers, self.pool, self.store, dispatcher)
+        supervisor = Supervisor(
+            self.workers,
+            self.pool,
+            self.store,
+            dispatcher,
+            probe_interval_s=f.worker_probe_interval_s,
+            inactivity_timeout_s=f.worker_inactivity_timeout_s,
+        )
         await asyncio.to_thread(supervisor.heartbeat)  # registered before Admin can name them
         self.catalog.apply(await asyncio.to_thread(read_catalog, self.store))  # drain flags too
         supervisor.start()
@@ -214,6 +225,7 @@ class Platform:
                 self.manager,
                 f,
                 AdminService(self.registry, self.pool, self.catalog, self.deploy_version, dispatcher.pump),
+                health_interval_s=f.worker_probe_interval_s,
             ) as bound:
                 yield bound
         finally:

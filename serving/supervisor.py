@@ -1,10 +1,13 @@
 """Keeps the local Triton workers running and the worker registry current.
 
-Every `interval_s` it checks each worker's process: one that has died is marked unhealthy (routing
-skips it; its streams have already ended INTERRUPTED, never restarted), then restarted and its
-versions reloaded, and routable again once they are ready. A failed restart is retried after
-`retry_s`. Every `heartbeat_s` it writes each worker's state (SERVING or NOT_SERVING,
-estimated free blocks, loaded versions) to the control store's worker registry.
+Every `interval_s` it checks each worker: its `tritonserver` process, then its probes
+(serving/probes.py: the server's identity and its models' readiness every `probe_interval_s`, a
+canary to each model silent that long). A worker that failed is marked unhealthy (routing skips it
+and the health check turns NOT_SERVING when no other worker serves its versions), killed with its
+Python-backend stubs (its streams end INTERRUPTED, never restarted), started again and its versions
+reloaded, and routable again once they are ready. A failed restart is retried after `retry_s`.
+Every `heartbeat_s` it writes each worker's state (SERVING or NOT_SERVING, estimated free blocks,
+loaded versions) to the control store's worker registry.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from control.workers import WorkerReport, heartbeat
 from datastore.store import Store
 from frontend.background import Background
 from frontend.routing import Dispatcher
-from frontend.worker_pool import WorkerHandle, WorkerPool
+from frontend.worker_pool import WorkerPool
+from serving.probes import WorkerProbe
 from serving.workers import LocalWorker
 
 log = logging.getLogger(__name__)
@@ -33,10 +37,13 @@ class Supervisor:
     store: Store
     dispatcher: Dispatcher
     interval_s: float = 0.5  # how often worker processes are checked
+    probe_interval_s: float = 2.0  # identity and readiness probes; a model this silent gets a canary
+    inactivity_timeout_s: float = 10.0  # a canary unanswered this long fails its worker
     heartbeat_s: float = 2.0  # how often the registry is written
     retry_s: float = 5.0  # after a failed restart
     restarts: int = 0  # completed restarts, all workers
     _next_try: dict[str, float] = field(default_factory=dict)
+    _probes: dict[str, WorkerProbe] = field(default_factory=dict)
     _background: Background = field(init=False)
 
     def __post_init__(self) -> None:
@@ -47,14 +54,24 @@ class Supervisor:
 
     async def close(self) -> None:
         await self._background.close()
+        for probe in self._probes.values():
+            await probe.reset()
+
+    def probe(self, worker: LocalWorker) -> WorkerProbe:
+        if worker.worker_id not in self._probes:
+            handle = self.pool.workers[worker.worker_id]
+            self._probes[worker.worker_id] = WorkerProbe(
+                worker, handle, self.probe_interval_s, self.inactivity_timeout_s
+            )
+        return self._probes[worker.worker_id]
 
     async def _loop(self) -> None:
         last_beat = 0.0
         while True:
             for worker in self.workers:
-                proc = worker.server.process
-                if proc is None or proc.poll() is not None:
-                    await self._restart(worker, self.pool.workers[worker.worker_id])
+                failure = await self._failure(worker)
+                if failure is not None:
+                    await self._restart(worker, failure)
             now = time.monotonic()
             if now - last_beat >= self.heartbeat_s:
                 last_beat = now
@@ -64,27 +81,35 @@ class Supervisor:
                     log.exception("worker registry heartbeat failed")
             await asyncio.sleep(self.interval_s)
 
-    async def _restart(self, worker: LocalWorker, handle: WorkerHandle) -> None:
-        if handle.healthy:
-            proc = worker.server.process
-            log.warning(
-                "worker %s exited (%s); restarting it",
-                worker.worker_id,
-                None if proc is None else proc.returncode,
-            )
-            handle.healthy = False
-        if time.monotonic() < self._next_try.get(worker.worker_id, 0.0):
+    async def _failure(self, worker: LocalWorker) -> str | None:
+        """Why the worker must be restarted now, or None."""
+        proc = worker.server.process
+        if proc is None or proc.poll() is not None:
+            return f"tritonserver exited ({None if proc is None else proc.returncode})"
+        if not self.pool.workers[worker.worker_id].healthy:
+            return "its restart has not completed"
+        return await self.probe(worker).failure()
+
+    async def _restart(self, worker: LocalWorker, failure: str) -> None:
+        wid = worker.worker_id
+        if self.pool.workers[wid].healthy:
+            log.warning("worker %s: %s; restarting it", wid, failure)
+            self.pool.set_healthy(wid, False)
+        if time.monotonic() < self._next_try.get(wid, 0.0):
             return
+        probe = self.probe(worker)
+        await probe.reset()
         try:
             await asyncio.to_thread(_restart_blocking, worker)
         except Exception:
-            log.exception("worker %s: restart failed; retrying in %.0fs", worker.worker_id, self.retry_s)
-            self._next_try[worker.worker_id] = time.monotonic() + self.retry_s
+            log.exception("worker %s: restart failed; retrying in %.0fs", wid, self.retry_s)
+            self._next_try[wid] = time.monotonic() + self.retry_s
             return
+        await probe.reset()
         self.restarts += 1
-        handle.healthy = True
-        handle.last_heartbeat = time.time()
-        log.info("worker %s restarted", worker.worker_id)
+        self.pool.set_healthy(wid, True)
+        self.pool.workers[wid].last_heartbeat = time.time()
+        log.info("worker %s restarted", wid)
         self.dispatcher.pump()
 
     def heartbeat(self) -> None:
@@ -106,6 +131,6 @@ class Supervisor:
 
 
 def _restart_blocking(worker: LocalWorker) -> None:
-    worker.server.stop()  # reaps what is left of the old process group and its shared memory
+    worker.server.stop(kill=True)  # the worker failed: no grace; reaps its process group and shm
     worker.server.start()
     worker.load()

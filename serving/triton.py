@@ -12,6 +12,10 @@ for its life, so a restart keeps the clients that hold it working. Health (serve
 ready) stays open: it is what readiness probes ask, and it tells nothing about requests. Triton
 takes the key on its command line, where a local user who can read the process table can see it;
 the tenant's prefix-cache salt never appears there (frontend/cache_salt.py).
+
+Identity: a port in use is a start-up error, and each launch gets a random `--id`, which Triton
+reports back as its server metadata's `name` (its API shows no pid). Only a server reporting this
+launch's id is taken for ours, at start and at every `check()`.
 """
 
 from __future__ import annotations
@@ -19,77 +23,39 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import sysconfig
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from serving.triton_host import (
+    TritonError,
+    TritonInstall,
+    assemble_backend_dir,
+    ensure_free,
+    free_port,
+)
+
 SHM = Path("/dev/shm")
 SHM_PREFIX = "triton_python_backend_shm_region"
+PROBE_TIMEOUT_S = 5.0  # an identity or readiness probe unanswered this long fails
+
+
+# Execs argv[2:] (tritonserver) to get SIGTERM when the process that started it (pid argv[1])
+# dies, from a fresh interpreter: a preexec_fn would run Python in the forked child of this
+# threaded process, where gRPC's fork handlers abort it now and then (seen on restarts).
+_EXEC_DYING_WITH_PARENT = (
+    "import ctypes, os, signal, sys; ctypes.CDLL(None).prctl(1, signal.SIGTERM); "  # PR_SET_PDEATHSIG
+    "os.getppid() == int(sys.argv[1]) or sys.exit(1); os.execv(sys.argv[2], sys.argv[2:])"
+)
 
 ACCESS_HEADER = "llm-worker-key"  # the HTTP header; over gRPC Triton expects GRPC_ACCESS_HEADER
 GRPC_ACCESS_HEADER = f"triton-grpc-protocol-{ACCESS_HEADER}"
 # every protocol group but health (server live/ready, model ready)
 RESTRICTED = "inference,model-repository,metadata,model-config,statistics,shared-memory,trace,logging"
-
-
-class TritonError(Exception):
-    """The Triton server could not be started or a model could not be loaded."""
-
-
-@dataclass(slots=True, frozen=True)
-class TritonInstall:
-    binary: Path
-    python_backend: Path  # folder with libtriton_python.so and triton_python_backend_utils.py
-    stub: Path  # triton_python_backend_stub for this interpreter's Python version
-    libs: Path  # the wheel's bundled shared libraries
-    caches: Path
-
-    @classmethod
-    def locate(cls) -> TritonInstall:
-        import pytriton
-
-        base = Path(next(iter(pytriton.__path__))) / "tritonserver"
-        site = base.parent.parent
-        py = f"{sys.version_info.major}.{sys.version_info.minor}"
-        install = cls(
-            binary=base / "bin" / "tritonserver",
-            python_backend=base / "backends" / "python",
-            stub=base / "python_backend_stubs" / py / "triton_python_backend_stub",
-            libs=site / "nvidia_pytriton.libs",
-            caches=base / "caches",
-        )
-        for path in (install.binary, install.python_backend, install.stub, install.libs):
-            if not path.exists():
-                raise TritonError(f"nvidia-pytriton install is missing {path}")
-        return install
-
-
-def assemble_backend_dir(install: TritonInstall, dest: Path) -> Path:
-    """dest/python/ holds the Python backend and the stub for this interpreter. Idempotent."""
-    python_dir = dest / "python"
-    python_dir.mkdir(parents=True, exist_ok=True)
-    for src in (
-        install.python_backend / "libtriton_python.so",
-        install.python_backend / "triton_python_backend_utils.py",
-        install.stub,
-    ):
-        target = python_dir / src.name
-        if not target.exists() or target.stat().st_size != src.stat().st_size:
-            shutil.copy2(src, target)
-    return dest
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class TritonServer:
@@ -118,6 +84,7 @@ class TritonServer:
         self.log_path = work_dir / f"tritonserver-{self.grpc_port}.log"
         self._access_key = secrets.token_urlsafe(32)
         self.process: subprocess.Popen[bytes] | None = None
+        self.server_id = ""  # this launch's --id, new at every start()
         # the Python backend's shared-memory regions of this server carry its own prefix, so a
         # stop (or the clean-up after a crash) never touches another server's regions
         self.shm_prefix = f"{SHM_PREFIX}_{os.getpid()}_{self.grpc_port}_"
@@ -132,6 +99,10 @@ class TritonServer:
         return {GRPC_ACCESS_HEADER: self._access_key}
 
     def start(self, timeout_s: float = 60.0) -> TritonServer:
+        """Launches the server and waits until it is live; TritonError when a port is taken, or the
+        server exits or does not answer as this launch in time."""
+        ensure_free(grpc=self.grpc_port, http=self.http_port, metrics=self.metrics_port)
+        self.server_id = f"llm-worker-{secrets.token_hex(8)}"
         backend_dir = assemble_backend_dir(self.install, self.work_dir / "backends")
         libdir = sysconfig.get_config_var("LIBDIR") or ""
         env = dict(os.environ)
@@ -144,6 +115,7 @@ class TritonServer:
             f"--model-repository={self.model_repository}",
             f"--backend-directory={backend_dir}",
             f"--cache-directory={self.install.caches}",
+            f"--id={self.server_id}",
             "--model-control-mode=explicit",
             "--grpc-address=127.0.0.1",
             "--http-address=127.0.0.1",
@@ -162,12 +134,11 @@ class TritonServer:
         self._remove_shm()  # left by an earlier process of this server that was killed
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                args,
+                [sys.executable, "-I", "-c", _EXEC_DYING_WITH_PARENT, str(os.getpid()), *args],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
                 start_new_session=True,
-                preexec_fn=_die_with_parent,
             )
         self._wait_live(timeout_s)
         return self
@@ -199,15 +170,41 @@ class TritonServer:
                         f"tritonserver exited with {self.process.returncode}; see {self.log_path}"
                     )
                 try:
-                    if client.is_server_live():
-                        return
+                    live = client.is_server_live()
                 except Exception:
-                    pass
+                    live = False
+                if live:
+                    try:
+                        self._check_identity(client)
+                    except TritonError:
+                        self.stop()
+                        raise
+                    return
                 time.sleep(0.1)
         finally:
             client.close()
         self.stop()
         raise TritonError(f"tritonserver did not become live in {timeout_s:.0f}s; see {self.log_path}")
+
+    def _check_identity(self, client: Any) -> None:
+        name = client.get_server_metadata(client_timeout=PROBE_TIMEOUT_S).name
+        if name != self.server_id:
+            raise TritonError(f"{self.grpc_url} is answered by another server ({name!r}), not this launch")
+
+    def check(self, models: list[str]) -> None:
+        """TritonError unless the server on our port is this launch and every model is ready."""
+        from tritonclient.utils import InferenceServerException
+
+        client = self._client()
+        try:
+            self._check_identity(client)
+            for name in models:
+                if not client.is_model_ready(name, client_timeout=PROBE_TIMEOUT_S):
+                    raise TritonError(f"model {name} is not ready")
+        except InferenceServerException as e:
+            raise TritonError(f"{self.grpc_url} did not answer: {e.message()}") from e
+        finally:
+            client.close()
 
     def load_model(self, name: str) -> None:
         """Loads a model and waits until it is ready; TritonError with Triton's reason otherwise."""
@@ -223,9 +220,10 @@ class TritonServer:
         finally:
             client.close()
 
-    def stop(self) -> None:
+    def stop(self, kill: bool = False) -> None:
+        """Ends the server (kill: at once, without waiting for its models to finish)."""
         proc, self.process = self.process, None
-        if proc is not None and proc.poll() is None:
+        if proc is not None and proc.poll() is None and not kill:
             proc.send_signal(signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=self.exit_timeout_s + 10)
@@ -245,14 +243,6 @@ class TritonServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def _die_with_parent() -> None:
-    """Runs in the child before exec: the server gets SIGTERM if the process that started it dies."""
-    import ctypes
-
-    pr_set_pdeathsig = 1
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
 def _kill_group(pgid: int) -> None:

@@ -145,6 +145,10 @@ async def test_health_is_serving_without_credentials(channel) -> None:
     for service in ("", "llm.v1.Generations"):
         resp = await stub.Check(health_pb2.HealthCheckRequest(service=service))
         assert resp.status == health_pb2.HealthCheckResponse.SERVING
+    watch = stub.Watch(health_pb2.HealthCheckRequest(service=""))  # passes the error interceptor too
+    first = await watch.read()
+    watch.cancel()
+    assert first.status == health_pb2.HealthCheckResponse.SERVING
 
 
 async def test_reflection_lists_the_public_services(channel) -> None:

@@ -17,7 +17,8 @@ import pytest
 
 from engine.artifact import read_manifest
 from serving.deployment import ModelDeployment, materialize_repository
-from serving.triton import SHM, SHM_PREFIX, TritonError, TritonServer
+from serving.triton import SHM, SHM_PREFIX, TritonServer
+from serving.triton_host import TritonError
 
 ROOT = Path(__file__).resolve().parents[2]
 

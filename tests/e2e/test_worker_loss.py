@@ -21,7 +21,7 @@ from frontend.worker_pool import WorkerHandle, WorkerPool
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
 from serving.platform import Platform
-from serving.triton import free_port
+from serving.triton_host import free_port
 from tests.e2e.conftest import KEY_ALPHA, auth, platform_config
 from tests.e2e.test_errors import expect_error
 

@@ -13,6 +13,7 @@ def test_default_config_serves_the_default_model_with_the_local_tenant() -> None
     assert cfg.frontend.listen == "127.0.0.1:50051"
     assert cfg.frontend.metrics_listen == "127.0.0.1:9464"
     assert (cfg.frontend.slow_consumer_timeout_s, cfg.frontend.converse_window_events) == (30.0, 256)
+    assert (cfg.frontend.worker_inactivity_timeout_s, cfg.frontend.worker_probe_interval_s) == (10.0, 2.0)
     assert cfg.store.url == "sqlite:///var/control.sqlite"
     assert cfg.models == (ModelSettings(),)
     assert cfg.models[0].alias == "smollm2-135m"
@@ -50,6 +51,9 @@ def test_file_keys_override_defaults_and_local_tenant_exists_only_by_default(tmp
         ({"store": {"url": "mysql://x"}}, "store url"),
         ({"frontend": {"slow_consumer_timeout_s": 0}}, "slow_consumer_timeout_s"),
         ({"frontend": {"converse_window_events": 0}}, "converse_window_events"),
+        ({"frontend": {"worker_probe_interval_s": 0}}, "worker_probe_interval_s"),
+        # a canary goes out after a probe interval of silence: the timeout must leave it time
+        ({"frontend": {"worker_probe_interval_s": 5, "worker_inactivity_timeout_s": 5}}, "below"),
     ],
 )
 def test_bad_config_is_refused(raw: dict[str, object], message: str) -> None:

@@ -1,18 +1,29 @@
-"""The worker client reads each streamed response's tokens and counts, and asks only for them."""
+"""The worker client reads each streamed response's tokens and counts, asks only for them, and
+loses a stream whose model has been silent for its inactivity timeout."""
 
 from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from tritonclient.grpc import InferResult
 from tritonclient.grpc import service_pb2 as triton_pb
+from tritonclient.utils import InferenceServerException
 
+from frontend.liveness import Liveness
 from frontend.worker import (
     REQUESTED,
     REQUESTED_EXTENSIONS,
     TritonWorker,
+    WorkerCapacityError,
     WorkerChunk,
     WorkerError,
+    WorkerLost,
+    WorkerRequest,
     parse_response,
 )
 
@@ -53,3 +64,60 @@ def test_only_the_tokens_and_our_workers_prompt_counts_are_requested() -> None:
     assert REQUESTED == ("output_ids",)
     assert TritonWorker("127.0.0.1:1")._outputs == ("output_ids", *REQUESTED_EXTENSIONS)
     assert TritonWorker("127.0.0.1:1", extensions=False)._outputs == ("output_ids",)
+
+
+class FakeStream:
+    """Triton's response stream: the given (result, error) pairs, then nothing ever again."""
+
+    def __init__(self, *responses: tuple[InferResult | None, InferenceServerException | None]) -> None:
+        self.responses = list(responses)
+        self.cancelled = False
+
+    async def __anext__(self) -> tuple[InferResult | None, InferenceServerException | None]:
+        if self.responses:
+            return self.responses.pop(0)
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+def worker_over(stream: FakeStream, clock: Callable[[], float] = time.monotonic) -> TritonWorker:
+    worker = TritonWorker("127.0.0.1:1", inactivity_timeout_s=0.05)
+    worker._client = SimpleNamespace(stream_infer=lambda requests, headers: stream)
+    worker.liveness["m"] = Liveness(clock)
+    return worker
+
+
+REQ = WorkerRequest(model="m", prompt_ids=(1,), max_output_tokens=1, end_id=None)
+
+
+async def test_a_stream_whose_model_sends_nothing_is_lost_after_the_inactivity_timeout() -> None:
+    stream = FakeStream()
+    chunks = worker_over(stream).generate(REQ)
+    with pytest.raises(WorkerLost, match=r"sent nothing for 0\.05s"):
+        await asyncio.wait_for(anext(chunks), timeout=30)  # the bound is against a hang only
+    assert stream.cancelled  # the Triton request is cancelled
+
+
+async def test_responses_and_the_workers_refusals_are_signs_of_life_and_tritons_errors_are_not() -> None:
+    now = [10.0]
+    ack = raw_response(output_ids=[], num_input_tokens=[1], num_cached_tokens=[0])
+    worker = worker_over(FakeStream((ack, None)), clock=lambda: now[0])
+    now[0] = 11.0
+    assert await anext(worker.generate(REQ)) == WorkerChunk([], 1, 0)
+    assert worker.liveness["m"].last_seen == 11.0
+
+    not_healthy = InferenceServerException(msg="Stub process 'm_0_0' is not healthy.")
+    worker = worker_over(FakeStream((None, not_healthy)), clock=lambda: now[0])
+    now[0] = 12.0
+    with pytest.raises(WorkerError, match="not healthy"):
+        await anext(worker.generate(REQ))
+    assert worker.liveness["m"].last_seen == 11.0  # Triton answered, not the model
+
+    full = InferenceServerException(msg="capacity: needs 3 blocks, 1 free")
+    worker = worker_over(FakeStream((None, full)), clock=lambda: now[0])
+    with pytest.raises(WorkerCapacityError):
+        await anext(worker.generate(REQ))
+    assert worker.liveness["m"].last_seen == 12.0  # the engine loop refused it

@@ -1,0 +1,76 @@
+"""The frontend's grpc.health.v1 status, recomputed for as long as it serves (never fixed at
+start-up): SERVING while every registered version is ready on at least one routable worker
+(healthy by the supervisor's verdict, not draining, and its Triton reporting the model ready),
+NOT_SERVING otherwise. It is recomputed every `interval_s`, and at once when the supervisor
+changes a worker's health (`WorkerPool.changed`), so a restart shows as NOT_SERVING however
+quickly it completes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from grpc_health.v1 import health, health_pb2
+
+from frontend.background import Background
+from frontend.registry import ModelRegistry
+from frontend.worker_pool import WorkerPool, ready_workers
+
+log = logging.getLogger(__name__)
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+async def servable(registry: ModelRegistry, pool: WorkerPool) -> bool:
+    """Every registered version is ready on at least one routable worker."""
+    for version in list(registry.versions.values()):
+        if await ready_workers(pool, version) == 0:
+            return False
+    return True
+
+
+class HealthCheck:
+    def __init__(
+        self,
+        servicer: health.aio.HealthServicer,
+        registry: ModelRegistry,
+        pool: WorkerPool,
+        services: tuple[str, ...],
+        interval_s: float = 1.0,
+    ) -> None:
+        """services: the names whose status is set, besides the server's overall one ("")."""
+        self.servicer = servicer
+        self.registry = registry
+        self.pool = pool
+        self.services = ("", *services)
+        self.interval_s = interval_s
+        self.status: int | None = None  # the status last set
+        self._background = Background("health-check", self._loop)
+
+    async def refresh(self) -> bool:
+        """Recomputes the status and sets it where it changed; True when SERVING."""
+        status = SERVING if await servable(self.registry, self.pool) else NOT_SERVING
+        if status != self.status:
+            log.info("health: %s", health_pb2.HealthCheckResponse.ServingStatus.Name(status))
+            for name in self.services:
+                await self.servicer.set(name, status)
+            self.status = status
+        return status == SERVING
+
+    def start(self) -> None:
+        self._background.start()
+
+    async def close(self) -> None:
+        await self._background.close()
+
+    async def _loop(self) -> None:
+        while True:
+            self.pool.changed.clear()  # a change during the refresh wakes the next one at once
+            try:
+                await self.refresh()
+            except Exception:
+                log.exception("health check failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.pool.changed.wait(), self.interval_s)

@@ -1,0 +1,116 @@
+"""Whether a running local worker must be restarted (the supervisor restarts it; docs/architecture.md,
+"Failure and lifecycle"). Beyond its `tritonserver` process exiting, a worker fails when:
+
+    identity   the server answering on its port is not this launch (serving/triton.py `check`)
+    readiness  a model it loaded is not ready (every probe interval)
+    canary     a model silent for the probe interval (frontend/liveness.py) gets a tiny request: one
+               prompt token, one output token, closed at its first answer. A live model answers
+               within one engine step, with its admission response or one of the worker's own
+               refusals (capacity: the engine loop turned). Triton's own error instead ("stub
+               process is not healthy": the Python-backend stub died or is stopped, which Triton
+               still reports as a READY model), a broken stream, or no answer within the inactivity
+               timeout means it is not alive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from contracts import worker as wire
+from contracts.tier import Tier
+from frontend.registry import ServedVersion
+from frontend.worker import TritonWorker, WorkerCapacityError, WorkerError, WorkerLost, WorkerRequest
+from frontend.worker_pool import WorkerHandle
+from serving.triton_host import TritonError
+from serving.workers import LocalWorker
+
+CANARY_SALT = "canary"  # the canary's prefix-cache scope: no tenant's
+
+
+class CanaryFailed(Exception):
+    """The model did not answer the canary as a live model does (the message says how)."""
+
+
+def canary_request(version: ServedVersion, request_id: str) -> WorkerRequest:
+    return WorkerRequest(
+        model=version.triton_model_name,
+        prompt_ids=(version.eos_token_id,),  # any token of the vocabulary
+        max_output_tokens=1,
+        end_id=None,
+        generation_id=request_id,
+        cache_salt=CANARY_SALT,
+        tier=Tier.BATCH,  # it never takes a prefill turn from interactive work
+    )
+
+
+async def send_canary(client: TritonWorker, req: WorkerRequest, timeout_s: float) -> None:
+    """Returns once the model answered the request (its stream is then closed, cancelling it);
+    CanaryFailed otherwise."""
+    chunks = client.generate(req)
+    try:
+        async with asyncio.timeout(timeout_s):
+            await anext(chunks, None)
+    except WorkerCapacityError:
+        pass  # refused for memory now: the engine loop answered
+    except WorkerError as e:
+        if wire.parse_refusal(str(e))[0] is None:  # Triton's error, not the worker's refusal
+            raise CanaryFailed(f"canary refused by Triton: {e}") from None
+    except WorkerLost as e:
+        raise CanaryFailed(f"canary stream lost: {e}") from None
+    except TimeoutError:
+        raise CanaryFailed(f"canary unanswered for {timeout_s:g}s") from None
+    finally:
+        await chunks.aclose()
+
+
+@dataclass(slots=True, eq=False)
+class WorkerProbe:
+    """The probes of one running worker (its process is the supervisor's to check)."""
+
+    worker: LocalWorker
+    handle: WorkerHandle
+    interval_s: float  # identity and readiness checked this often; a model this silent gets a canary
+    timeout_s: float  # a canary unanswered this long fails
+    clock: Callable[[], float] = time.monotonic
+    _canaries: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # model -> in flight
+    _next_check: float = 0.0
+    _sent: int = 0
+
+    async def failure(self) -> str | None:
+        """Why the worker must be restarted now, or None; starts the canaries that are due."""
+        for model, task in list(self._canaries.items()):
+            if task.done():
+                del self._canaries[model]
+                error = None if task.cancelled() else task.exception()
+                if error is not None:
+                    return f"model {model}: {error}"
+        now = self.clock()
+        if now >= self._next_check:
+            self._next_check = now + self.interval_s
+            models = [v.triton_model_name for _, v in self.worker.versions]
+            try:
+                await asyncio.to_thread(self.worker.server.check, models)
+            except TritonError as e:
+                return str(e)
+        client = self.handle.client
+        for _, version in self.worker.versions:
+            model = version.triton_model_name
+            if model not in self._canaries and client.liveness_of(model).silent_s() >= self.interval_s:
+                self._sent += 1
+                req = canary_request(version, f"canary-{self.worker.worker_id}-{self._sent}")
+                self._canaries[model] = asyncio.create_task(send_canary(client, req, self.timeout_s))
+        return None
+
+    async def reset(self) -> None:
+        """Before and after a restart: no canary in flight, and every model counts as just seen."""
+        tasks = list(self._canaries.values())
+        self._canaries.clear()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for liveness in self.handle.client.liveness.values():
+            liveness.seen()
+        self._next_check = 0.0

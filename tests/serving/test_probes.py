@@ -1,0 +1,180 @@
+"""A worker's probes over fakes: the canary's verdicts, when canaries go out, and what fails a
+worker (serving/probes.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator
+from types import SimpleNamespace
+
+import pytest
+
+from frontend.config import ModelSettings
+from frontend.liveness import Liveness
+from frontend.worker import WorkerCapacityError, WorkerChunk, WorkerError, WorkerLost, WorkerRequest
+from frontend.worker_pool import WorkerHandle
+from serving.probes import CanaryFailed, WorkerProbe, canary_request, send_canary
+from serving.triton_host import TritonError
+from serving.workers import LocalWorker
+
+HANG = "hang"
+VERSION = SimpleNamespace(triton_model_name="m--1", eos_token_id=2, version_id="m@1")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeClient:
+    """Answers every request with an admission response, an error, or nothing at all."""
+
+    def __init__(self, clock: Clock, answer: Exception | str = "ack") -> None:
+        self.clock = clock
+        self.answer = answer
+        self.liveness: dict[str, Liveness] = {}
+        self.sent: list[WorkerRequest] = []
+        self.closed = 0
+
+    def liveness_of(self, model: str) -> Liveness:
+        return self.liveness.setdefault(model, Liveness(self.clock))
+
+    async def generate(self, req: WorkerRequest) -> AsyncGenerator[WorkerChunk, None]:
+        self.sent.append(req)
+        try:
+            if isinstance(self.answer, Exception):
+                raise self.answer
+            if self.answer == HANG:
+                await asyncio.Event().wait()
+            self.liveness_of(req.model).seen()
+            yield WorkerChunk([], num_input_tokens=1, num_cached_tokens=0)
+            await asyncio.Event().wait()  # the canary closes its stream at the first answer
+        finally:
+            self.closed += 1
+
+
+class FakeServer:
+    def __init__(self) -> None:
+        self.problem = ""
+        self.checked: list[list[str]] = []
+
+    def check(self, models: list[str]) -> None:
+        self.checked.append(models)
+        if self.problem:
+            raise TritonError(self.problem)
+
+
+def request() -> WorkerRequest:
+    return canary_request(VERSION, "canary-w-1")  # type: ignore[arg-type]
+
+
+def test_the_canary_is_one_prompt_token_and_one_output_token_outside_every_tenants_cache() -> None:
+    req = request()
+    assert (req.model, req.prompt_ids, req.max_output_tokens) == ("m--1", (2,), 1)
+    assert req.cache_salt == "canary" and req.generation_id == "canary-w-1"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "ack",
+        WorkerCapacityError("needs 1 blocks"),  # the engine loop refused it for memory
+        WorkerError("internal error: RuntimeError"),  # the worker's own refusal: its loop turned
+    ],
+)
+async def test_a_live_model_answers_the_canary(answer: Exception | str) -> None:
+    client = FakeClient(Clock(), answer)
+    await send_canary(client, request(), timeout_s=30)  # type: ignore[arg-type]
+    assert client.closed == 1  # the stream is closed (the request cancelled) at the first answer
+
+
+@pytest.mark.parametrize(
+    ("answer", "why"),
+    [
+        (WorkerError("Stub process 'm--1_0_0' is not healthy."), "refused by Triton"),
+        (WorkerLost("worker stream broke: AioRpcError"), "stream lost"),
+        (HANG, "unanswered for 0.05s"),
+    ],
+)
+async def test_a_dead_or_stopped_model_fails_the_canary(answer: Exception | str, why: str) -> None:
+    client = FakeClient(Clock(), answer)
+    with pytest.raises(CanaryFailed, match=why):
+        await send_canary(client, request(), timeout_s=0.05)  # type: ignore[arg-type]
+    assert client.closed == 1
+
+
+def probe_of(client: FakeClient, server: FakeServer) -> WorkerProbe:
+    worker = LocalWorker("w", server, [(ModelSettings(), VERSION)])  # type: ignore[arg-type,list-item]
+    handle = WorkerHandle("w", "w", client)  # type: ignore[arg-type]
+    client.liveness_of("m--1")  # its last sign of life: now
+    return WorkerProbe(worker, handle, interval_s=2.0, timeout_s=0.05, clock=client.clock)
+
+
+async def settle() -> None:
+    for _ in range(10):
+        await asyncio.sleep(0)
+
+
+async def test_a_canary_goes_only_to_a_model_silent_for_the_probe_interval() -> None:
+    clock = Clock()
+    client, server = FakeClient(clock), FakeServer()
+    probe = probe_of(client, server)
+    assert await probe.failure() is None
+    assert server.checked == [["m--1"]] and client.sent == []
+    clock.now = 1.9
+    assert await probe.failure() is None
+    assert client.sent == [] and len(server.checked) == 1  # the next identity check is due at 2.0
+    clock.now = 2.0
+    assert await probe.failure() is None
+    await settle()
+    assert [r.generation_id for r in client.sent] == ["canary-w-1"] and len(server.checked) == 2
+    assert await probe.failure() is None  # answered: the model was seen at 2.0
+    clock.now = 3.0
+    assert await probe.failure() is None
+    assert len(client.sent) == 1
+
+
+async def test_a_failed_canary_fails_the_worker() -> None:
+    clock = Clock()
+    client = FakeClient(clock, WorkerError("Stub process 'm--1_0_0' is not healthy."))
+    probe = probe_of(client, FakeServer())
+    clock.now = 5.0  # silent since 0
+    assert await probe.failure() is None  # the canary goes out
+    await settle()
+    failure = await probe.failure()
+    assert failure is not None and "model m--1" in failure and "refused by Triton" in failure
+
+
+async def test_an_unanswered_canary_fails_the_worker() -> None:
+    clock = Clock()
+    client = FakeClient(clock, HANG)
+    probe = probe_of(client, FakeServer())
+    clock.now = 5.0
+    assert await probe.failure() is None
+    async with asyncio.timeout(30):  # the bound is against a hang only
+        while (failure := await probe.failure()) is None:
+            await asyncio.sleep(0.01)
+    assert "unanswered" in failure
+
+
+async def test_another_server_on_the_port_or_a_model_not_ready_fails_the_worker() -> None:
+    server = FakeServer()
+    server.problem = "127.0.0.1:8001 is answered by another server ('triton'), not this launch"
+    probe = probe_of(FakeClient(Clock()), server)
+    assert await probe.failure() == server.problem
+
+
+async def test_reset_drops_the_canaries_in_flight_and_counts_every_model_as_seen() -> None:
+    clock = Clock()
+    client = FakeClient(clock, HANG)
+    probe = probe_of(client, FakeServer())
+    clock.now = 5.0
+    assert await probe.failure() is None
+    await settle()  # the canary is in flight
+    await probe.reset()
+    assert client.closed == 1 and client.liveness_of("m--1").silent_s() == 0
+    assert await probe.failure() is None  # no verdict from the dropped canary
+    assert len(client.sent) == 1
