@@ -187,7 +187,7 @@ class TritonServer:
         raise TritonError(f"tritonserver did not become live in {timeout_s:.0f}s; see {self.log_path}")
 
     def _check_identity(self, client: Any) -> None:
-        name = client.get_server_metadata(client_timeout=PROBE_TIMEOUT_S).name
+        name = client.get_server_metadata(headers=self.grpc_headers, client_timeout=PROBE_TIMEOUT_S).name
         if name != self.server_id:
             raise TritonError(f"{self.grpc_url} is answered by another server ({name!r}), not this launch")
 

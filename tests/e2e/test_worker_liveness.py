@@ -157,6 +157,9 @@ def test_a_server_is_the_worker_only_when_it_reports_this_launchs_id(
     ours.check([model])
     other_launch = TritonServer(ours.model_repository, tmp_path, grpc_port=ours.grpc_port)
     other_launch.server_id = "llm-worker-0123456789abcdef"  # what another launch on this port chose
+    with pytest.raises(TritonError, match="did not answer"):  # our server refuses its key
+        other_launch.check([model])
+    other_launch._access_key = ours._access_key  # even with the key, the id it reports is not its own
     with pytest.raises(TritonError, match="answered by another server"):
         other_launch.check([model])
     with pytest.raises(TritonError, match="not ready"):
