@@ -1,7 +1,8 @@
 """`python -m bench <suite>`: engine (engine/ against transformers), billing (usage ingestion),
 fairness (tenants' interactive TTFT under another tenant's long documents, fair share vs FCFS),
 quality (quantized versions' greedy agreement and perplexity against fp32), soak (random cancels,
-disconnects and resumes for minutes, then the books are checked),
+disconnects and resumes for minutes, then the books are checked), hostile (health latency while
+oversized requests are refused),
 serve (the platform over gRPC against transformers and llama.cpp on a seeded workload; compare is
 the same)."""
 
@@ -17,6 +18,7 @@ SUITES = {
     "quality": "bench.quality",
     "serve": "bench.serve",
     "soak": "bench.soak",
+    "hostile": "bench.hostile",
     "compare": "bench.serve",
 }
 
