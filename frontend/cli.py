@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 import grpc
 from google.protobuf import json_format
@@ -99,11 +100,23 @@ def _workers(args: argparse.Namespace, channel: grpc.Channel) -> int:
 COMMANDS = {"generate": _generate, "models": _models, "workers": _workers, "drain": _workers}
 
 
+def open_channel(args: argparse.Namespace) -> grpc.Channel:
+    """Plaintext, or TLS when --tls-ca is given (mutual TLS with --tls-cert and --tls-key)."""
+    if not args.tls_ca:
+        return grpc.insecure_channel(args.target)
+    read = lambda path: Path(path).read_bytes() if path else None  # noqa: E731
+    credentials = grpc.ssl_channel_credentials(read(args.tls_ca), read(args.tls_key), read(args.tls_cert))
+    return grpc.secure_channel(args.target, credentials)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="llmctl", description=__doc__.splitlines()[0])
     parser.add_argument("--target", default=os.environ.get("LLM_TARGET", "127.0.0.1:50051"))
     parser.add_argument("--api-key", default=os.environ.get("LLM_API_KEY", LOCAL_API_KEY))
     parser.add_argument("--admin-key", default=os.environ.get("LLM_ADMIN_KEY", LOCAL_ADMIN_KEY))
+    parser.add_argument("--tls-ca", help="PEM of the CA that signed the server's certificate (TLS)")
+    parser.add_argument("--tls-cert", help="PEM client certificate (mutual TLS), with --tls-key")
+    parser.add_argument("--tls-key", help="PEM client key (mutual TLS)")
     sub = parser.add_subparsers(dest="command", required=True)
     gen = sub.add_parser("generate", help="stream a generation to the terminal")
     gen.add_argument("text", help="prompt text (or the user message with --chat)")
@@ -126,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     drain.add_argument("worker_id")
     drain.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    with grpc.insecure_channel(args.target) as channel:
+    with open_channel(args) as channel:
         try:
             return COMMANDS[args.command](args, channel)
         except grpc.RpcError as e:

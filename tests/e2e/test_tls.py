@@ -1,19 +1,22 @@
 """TLS on the frontend's gRPC listener, configured by file paths (issue 12): server TLS with a
-generated test CA, then mutual TLS where a client without a certificate is refused."""
+generated test CA, then mutual TLS where a client without a certificate is refused (also through
+llmctl's --tls-ca/--tls-cert/--tls-key)."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from pathlib import Path
 
 import grpc
 import pytest
 
+from frontend.cli import main as llmctl
 from frontend.config import FrontendSettings
 from frontend.server import frontend_server
 from llm.v1 import models_pb2, models_pb2_grpc
 from serving.platform import Platform
-from tests.e2e.conftest import auth
+from tests.e2e.conftest import KEY_ALPHA, auth
 from tests.e2e.tls_ca import make_ca
 
 HANG_S = 60.0
@@ -56,3 +59,8 @@ async def test_tls_and_mutual_tls(frontend_port: int, platform: Platform, tmp_pa
         with_cert = grpc.ssl_channel_credentials(ca, private_key=client_key, certificate_chain=client_cert)
         async with grpc.aio.secure_channel(address, with_cert) as channel:
             assert (await list_models(channel)).versions
+        # llmctl, the same two ways
+        cli = ["--target", address, "--api-key", KEY_ALPHA, "--tls-ca", str(pems.ca)]
+        mutual_cli = [*cli, "--tls-cert", str(pems.client_cert), "--tls-key", str(pems.client_key)]
+        assert await asyncio.to_thread(llmctl, [*mutual_cli, "models", "--json"]) == 0
+        assert await asyncio.to_thread(llmctl, [*cli, "models", "--json"]) == 1  # no client certificate
