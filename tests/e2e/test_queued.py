@@ -19,6 +19,15 @@ State = pb.Generation.State
 MODEL = "smollm2-135m"
 
 
+def start_hog(stub: generations_pb2_grpc.GenerationsStub) -> grpc.aio.UnaryStreamCall:
+    """Alpha's long request: 6,000 output tokens hold 376 of the e2e worker's 600 KV blocks, most
+    of alpha's 75% share (450)."""
+    req = pb.GenerateRequest(
+        model=MODEL, prompt="Count:", max_output_tokens=6000, sampling=pb.SamplingParams(ignore_eos=True)
+    )
+    return stub.Generate(req, metadata=auth())
+
+
 async def recorded(stub: generations_pb2_grpc.GenerationsStub, request_id: str) -> pb.Generation:
     """The generation once admission has recorded it (the stream answers nothing while it waits)."""
     deadline = asyncio.get_running_loop().time() + 120  # generous: a hang fails, not a slow machine
@@ -34,12 +43,7 @@ async def recorded(stub: generations_pb2_grpc.GenerationsStub, request_id: str) 
 async def test_waiting_for_worker_memory_is_queued_then_running(channel, platform: Platform) -> None:
     await wait_until_idle(platform)
     stub = generations_pb2_grpc.GenerationsStub(channel)
-    hog = stub.Generate(
-        pb.GenerateRequest(
-            model=MODEL, prompt="Count:", max_output_tokens=6000, sampling=pb.SamplingParams(ignore_eos=True)
-        ),
-        metadata=auth(),
-    )
+    hog = start_hog(stub)
     hog_started = await hog.read()
     assert hog_started.HasField("started")  # 376 of the 600 blocks, most of alpha's 450 (75%)
     waiting = stub.Generate(
@@ -65,12 +69,7 @@ async def test_waiting_for_worker_memory_is_queued_then_running(channel, platfor
 async def test_cancelling_a_queued_generation_bills_nothing(channel, platform: Platform) -> None:
     await wait_until_idle(platform)
     stub = generations_pb2_grpc.GenerationsStub(channel)
-    hog = stub.Generate(
-        pb.GenerateRequest(
-            model=MODEL, prompt="Count:", max_output_tokens=6000, sampling=pb.SamplingParams(ignore_eos=True)
-        ),
-        metadata=auth(),
-    )
+    hog = start_hog(stub)
     assert (await hog.read()).HasField("started")
     try:
         waiting = stub.Generate(
@@ -101,12 +100,7 @@ async def test_cancelling_a_queued_generation_bills_nothing(channel, platform: P
 async def test_a_capacity_refusal_leaves_the_request_id_free_for_a_retry(channel, platform: Platform) -> None:
     await wait_until_idle(platform)
     stub = generations_pb2_grpc.GenerationsStub(channel)
-    hog = stub.Generate(
-        pb.GenerateRequest(
-            model=MODEL, prompt="Count:", max_output_tokens=6000, sampling=pb.SamplingParams(ignore_eos=True)
-        ),
-        metadata=auth(),
-    )
+    hog = start_hog(stub)
     hog_started = await hog.read()
     assert hog_started.HasField("started")
     req = pb.GenerateRequest(model=MODEL, prompt="Hello", max_output_tokens=2000, request_id="retry-1")
@@ -139,12 +133,7 @@ async def test_one_tenant_cannot_take_the_memory_another_tenant_needs(channel, p
     (QUEUED) while beta's small request runs at once on the room kept for other tenants."""
     await wait_until_idle(platform)
     stub = generations_pb2_grpc.GenerationsStub(channel)
-    hog = stub.Generate(
-        pb.GenerateRequest(
-            model=MODEL, prompt="Count:", max_output_tokens=6000, sampling=pb.SamplingParams(ignore_eos=True)
-        ),
-        metadata=auth(),
-    )
+    hog = start_hog(stub)
     hog_started = await hog.read()
     more = stub.Generate(
         pb.GenerateRequest(model=MODEL, prompt="More", max_output_tokens=2000, request_id="alpha-more"),

@@ -27,6 +27,7 @@ from serving.platform import Platform
 from serving.triton import TritonServer
 from serving.triton_host import TritonError
 from tests.e2e.conftest import auth, platform_config
+from tests.e2e.test_restart import running
 
 Reason = pb.Finished.Reason
 SERVING = health_pb2.HealthCheckResponse.SERVING
@@ -46,16 +47,8 @@ async def own(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[P
     """A platform of this module's own: its worker is stopped and killed here."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as tests/e2e/conftest.py says why
     work = tmp_path_factory.mktemp("liveness")
-    platform = Platform(liveness_config(work / "control.sqlite"), work_dir=work / "triton")
-    await asyncio.to_thread(platform.start_workers)
-    try:
-        async with (
-            platform.frontend("127.0.0.1:0") as (_, port),
-            grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel,
-        ):
-            yield platform, channel
-    finally:
-        await asyncio.to_thread(platform.stop_workers)
+    async with running(liveness_config(work / "control.sqlite"), work / "triton") as (platform, channel):
+        yield platform, channel
 
 
 def stub_pids(server_pid: int) -> list[int]:
