@@ -89,13 +89,21 @@ def concat_parts(parts: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor
 class QuantizedLinear(nn.Module):
     """A bias-free Linear whose weight is stored quantized; see the module docstring."""
 
-    def __init__(self, parts: dict[str, torch.Tensor], dtype: torch.dtype, max_kernel_rows: int) -> None:
+    def __init__(
+        self,
+        parts: dict[str, torch.Tensor],
+        dtype: torch.dtype,
+        max_kernel_rows: int,
+        dense: torch.Tensor | None = None,
+    ) -> None:
+        """dense: the weight that many-row steps multiply by (default: the dequantized parts; an
+        lm_head passes its float weight, which it holds anyway for exact rescoring)."""
         super().__init__()
         self.out_features, self.in_features = parts["qweight"].shape[0], parts["scales"].numel()
         self.dtype = dtype
         self.max_kernel_rows = max_kernel_rows  # rows up to which the quantized kernel runs
         self.scheme = "int4" if "mins" in parts else "int8"
-        weight = dequantize(parts)
+        weight = dequantize(parts) if dense is None else dense
         self.in_features = weight.shape[1]
         self.dense = weight.to(dtype)  # [N, K] in the compute dtype
         if self.scheme == "int8":

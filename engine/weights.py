@@ -125,7 +125,11 @@ def fuse_projections(state: dict[str, torch.Tensor], num_layers: int) -> dict[st
 
 
 def _install_quantized(
-    model: LlamaForCausalLM, state: dict[str, torch.Tensor], dtype: torch.dtype, max_kernel_rows: int
+    model: LlamaForCausalLM,
+    state: dict[str, torch.Tensor],
+    dtype: torch.dtype,
+    max_kernel_rows: int,
+    scheme: str,
 ) -> None:
     """Replaces every projection and lm_head with a QuantizedLinear built from `state`'s parts."""
 
@@ -145,14 +149,17 @@ def _install_quantized(
             state["model.embed_tokens.weight"] = dequantize(head_parts).to(dtype)
         model.lm_head = QuantizedLinear(head_parts, dtype, max_kernel_rows)
         return
-    # Stored in floating point: an int8 lm_head computes the logits, the float weight rescores the
-    # best candidates exactly (a fifth of the bytes read per token, the same greedy choices).
+    # Stored in floating point: a quantized lm_head (in the version's own scheme) computes the
+    # logits of few-row steps, the float weight rescores each row's best candidates exactly (an
+    # eighth (int4) or a quarter (int8) of the bytes read per token, the same greedy choices) and is
+    # the dense weight of many-row steps.
     head = state.pop("lm_head.weight", None)
     if head is None and model.config.tie_word_embeddings:
         head = state["model.embed_tokens.weight"]
     assert head is not None, "a checkpoint has lm_head.weight or tied embeddings"
-    model.lm_head = QuantizedLinear(quantize_int8(head), dtype, max_kernel_rows)
-    model.exact_head = head.to(dtype)
+    exact = head.to(dtype)
+    model.lm_head = QuantizedLinear(quantize(head, scheme), dtype, max_kernel_rows, dense=exact)
+    model.exact_head = exact
 
 
 def load_model(
@@ -172,7 +179,7 @@ def load_model(
     # quantized parts keep their own dtypes (int codes, fp32 scales) until QuantizedLinear packs them
     state = read_weights(artifact_dir / "model.safetensors", None if quantized else dtype)
     if quantized:
-        _install_quantized(model, state, dtype, max_kernel_rows)
+        _install_quantized(model, state, dtype, max_kernel_rows, scheme)
     else:
         state = fuse_projections(state, cfg.num_layers)
     state = {k: v.to(dtype) for k, v in state.items()}
@@ -182,8 +189,9 @@ def load_model(
     model.load_state_dict(state, strict=not tied, assign=True)
     if tied:
         model.lm_head.weight = model.model.embed_tokens.weight
-    elif float_head:  # the exact rescoring head shares the embedding table
+    elif float_head and cfg.tie_word_embeddings:  # exact rescoring and dense steps: the embedding table
         model.exact_head = model.model.embed_tokens.weight.data
+        cast(QuantizedLinear, model.lm_head).dense = model.exact_head
     model = model.to(dtype)
     missing = [n for n, p in model.named_parameters() if p.is_meta]
     if missing:
