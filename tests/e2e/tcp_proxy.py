@@ -13,7 +13,7 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 
 class TcpProxy:
@@ -94,10 +94,8 @@ def _pump_until_headers(src: socket.socket, dst: socket.socket) -> None:
 
 
 def _shut(s: socket.socket) -> None:
-    try:
+    with suppress(OSError):
         s.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
     s.close()
 
 

@@ -32,7 +32,9 @@ async def recorded(channel: grpc.aio.Channel, request_id: str) -> pb.Generation:
     deadline = time.monotonic() + 60
     while True:
         try:
-            return await stub.GetGeneration(pb.GetGenerationRequest(request_id=request_id), metadata=auth(KEY_SDK))
+            return await stub.GetGeneration(
+                pb.GetGenerationRequest(request_id=request_id), metadata=auth(KEY_SDK)
+            )
         except grpc.aio.AioRpcError as e:
             assert e.code() == grpc.StatusCode.NOT_FOUND and time.monotonic() < deadline
             await asyncio.sleep(0.05)
@@ -88,22 +90,28 @@ async def test_a_call_broken_before_its_first_event_is_retried_under_the_same_re
         assert stream.reconnects == 1
     assert events[0].generation_id == first.generation_id  # re-attached: not a second generation
     assert [e.sequence for e in events] == list(range(1, len(events) + 1))
-    assert events[-1].usage.output_tokens == 8
+    assert isinstance(events[-1], Finished) and events[-1].usage.output_tokens == 8
 
 
 async def test_the_same_request_id_gets_the_same_generation(frontend_port: int) -> None:
     with Client(f"127.0.0.1:{frontend_port}", KEY_SDK) as c:
-        first = await asyncio.to_thread(list, c.generate("Hello", max_output_tokens=6, request_id="py-same-1"))
-        again = await asyncio.to_thread(list, c.generate("Hello", max_output_tokens=6, request_id="py-same-1"))
+        first = await asyncio.to_thread(
+            list, c.generate("Hello", max_output_tokens=6, request_id="py-same-1")
+        )
+        again = await asyncio.to_thread(
+            list, c.generate("Hello", max_output_tokens=6, request_id="py-same-1")
+        )
         assert again == first and first[0].generation_id
-        assert (await asyncio.to_thread(c.get, request_id="py-same-1")).generation_id == first[0].generation_id
+        assert (await asyncio.to_thread(c.get, request_id="py-same-1")).generation_id == first[
+            0
+        ].generation_id
         with pytest.raises(ApiError) as conflict:
             await asyncio.to_thread(list, c.generate("Hello", max_output_tokens=7, request_id="py-same-1"))
         assert conflict.value.code == grpc.StatusCode.ALREADY_EXISTS
         assert conflict.value.reason == "REQUEST_ID_CONFLICT" and conflict.value.retry_delay is None
 
 
-def cancel_after_first_delta(stream) -> tuple[list, pb.Generation]:
+def cancel_after_first_delta(stream) -> tuple[list, pb.Generation | None]:
     events, canceled = [], None
     for event in stream:
         events.append(event)
@@ -117,7 +125,7 @@ async def test_cancel_ends_the_stream_canceled(frontend_port: int) -> None:
         stream = c.generate("Count:", max_output_tokens=400, ignore_eos=True)
         events, canceled = await asyncio.to_thread(cancel_after_first_delta, stream)
         got = await asyncio.to_thread(c.get, stream.generation_id)
-    assert canceled.generation_id == stream.generation_id
+    assert canceled is not None and canceled.generation_id == stream.generation_id
     assert isinstance(events[-1], Finished) and events[-1].reason == "CANCELED" and events[-1].usage_final
     assert events[-1].usage.output_tokens < 400
     assert got.state == pb.Generation.CANCELED and got.usage.output_tokens == events[-1].usage.output_tokens
@@ -135,7 +143,7 @@ async def test_a_quota_refusal_carries_its_reason_and_retry_delay(frontend_port:
     assert error.code == grpc.StatusCode.RESOURCE_EXHAUSTED and error.reason == "QUOTA_EXCEEDED"
     assert error.retry_delay is not None and error.retry_delay > 0
     assert error.quota_violations and error.quota_violations[0].subject
-    assert rest[-1].reason == "CANCELED"
+    assert isinstance(rest[-1], Finished) and rest[-1].reason == "CANCELED"
 
 
 async def test_usage_and_an_invalid_request(frontend_port: int) -> None:

@@ -55,7 +55,9 @@ class AsyncGenerationStream:
         return "".join([getattr(e, "text", "") async for e in self])
 
     async def cancel(self) -> generations_pb2.Generation:
-        generation_id = self.generation_id or (await self._client.get(request_id=self.request_id)).generation_id
+        generation_id = (
+            self.generation_id or (await self._client.get(request_id=self.request_id)).generation_id
+        )
         return await self._client.cancel(generation_id)
 
     def close(self) -> None:
@@ -172,7 +174,9 @@ class AsyncClient:
         request = generations_pb2.CancelGenerationRequest(generation_id=generation_id)
         return await self._unary(self._generations.CancelGeneration, request)
 
-    async def usage(self, start: datetime | None = None, end: datetime | None = None) -> usage_pb2.GetUsageResponse:
+    async def usage(
+        self, start: datetime | None = None, end: datetime | None = None
+    ) -> usage_pb2.GetUsageResponse:
         return await self._unary(self._usage.GetUsage, usage_request(start, end))
 
     async def models(self) -> models_pb2.ListModelsResponse:

@@ -183,17 +183,22 @@ class Client:
         rng = random.Random(self._rng.random())
         return GenerationStream(self, Cursor(request, self._retry, rng), timeout)
 
-    def get(self, generation_id: str | None = None, *, request_id: str | None = None) -> generations_pb2.Generation:
+    def get(
+        self, generation_id: str | None = None, *, request_id: str | None = None
+    ) -> generations_pb2.Generation:
         """A generation's recorded state, by generation id or by request id."""
-        req = generations_pb2.GetGenerationRequest(generation_id=generation_id) if generation_id else (
-            generations_pb2.GetGenerationRequest(request_id=request_id)
+        req = (
+            generations_pb2.GetGenerationRequest(generation_id=generation_id)
+            if generation_id
+            else (generations_pb2.GetGenerationRequest(request_id=request_id))
         )
         return self._unary(self._generations.GetGeneration, req)
 
     def cancel(self, generation_id: str) -> generations_pb2.Generation:
-        return self._unary(self._generations.CancelGeneration, generations_pb2.CancelGenerationRequest(
-            generation_id=generation_id
-        ))
+        return self._unary(
+            self._generations.CancelGeneration,
+            generations_pb2.CancelGenerationRequest(generation_id=generation_id),
+        )
 
     def usage(self, start: datetime | None = None, end: datetime | None = None) -> usage_pb2.GetUsageResponse:
         """The tenant's billed usage in [start, end) (all time by default)."""

@@ -48,7 +48,7 @@ class ApiError(Exception):
         details and trailing metadata; a bare RpcError is UNKNOWN)."""
         if not hasattr(error, "code"):
             return cls(code=grpc.StatusCode.UNKNOWN, message=str(error))
-        status = rpc_status.from_call(error)  # type: ignore[arg-type]
+        status = rpc_status.from_call(error)
         return cls.from_status(error.code(), error.details() or "", status)
 
     @classmethod

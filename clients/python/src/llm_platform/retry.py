@@ -15,7 +15,6 @@ from llm_platform.errors import ApiError
 from llm_platform.events import Event, Finished, event_of
 from llm_platform.v1 import generations_pb2 as pb
 
-
 # chat messages: (role, content) pairs or {"role": ..., "content": ...} mappings
 Messages = Sequence[tuple[str, str] | Mapping[str, str]]
 
