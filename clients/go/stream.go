@@ -5,8 +5,6 @@ import (
 	"math/rand"
 	"time"
 
-	"google.golang.org/grpc"
-
 	llmv1 "example.com/llmplatform/go/gen/llm/v1"
 )
 
@@ -124,10 +122,10 @@ func (s *GenerationStream) open() error {
 	var err error
 	ctx := s.client.withKey(s.ctx)
 	if s.generationID == "" {
-		s.call, err = s.client.generations.Generate(ctx, s.request, grpc.WaitForReady(s.reconnects > 0))
+		s.call, err = s.client.generations.Generate(ctx, s.request)
 	} else {
 		resume := &llmv1.ResumeRequest{GenerationId: s.generationID, AfterSequence: s.lastSequence}
-		s.call, err = s.client.generations.Resume(ctx, resume, grpc.WaitForReady(true))
+		s.call, err = s.client.generations.Resume(ctx, resume)
 	}
 	return err
 }

@@ -4,10 +4,11 @@ dropped, only transport failures are retried, attempts are bounded and reset by 
 from __future__ import annotations
 
 import random
+import socket
 
 import grpc
 import pytest
-from llm_platform import ApiError, Delta, Finished, RetryPolicy, Started
+from llm_platform import ApiError, Client, Delta, Finished, RetryPolicy, Started
 from llm_platform.retry import Cursor, build_request
 from llm_platform.v1 import generations_pb2 as pb
 
@@ -94,3 +95,16 @@ def test_chat_messages_and_exactly_one_input() -> None:
     assert request.sampling.seed == 3 and not request.sampling.HasField("top_p")
     with pytest.raises(ValueError):
         build_request(None, None, **DEFAULTS)
+
+
+def test_a_server_that_never_answers_ends_the_call_after_the_bounded_attempts() -> None:
+    with socket.socket() as s:  # bound, never listening: every connection is refused
+        s.bind(("127.0.0.1", 0))
+        target = f"127.0.0.1:{s.getsockname()[1]}"
+        policy = RetryPolicy(max_attempts=3, initial_backoff=0.01, max_backoff=0.02)
+        with Client(target, "key", retry=policy) as client:
+            stream = client.generate("Hi", max_output_tokens=2)
+            with pytest.raises(ApiError) as failed:
+                list(stream)
+    assert failed.value.code == grpc.StatusCode.UNAVAILABLE and failed.value.is_transport_failure
+    assert stream.reconnects == 3

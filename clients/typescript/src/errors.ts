@@ -42,12 +42,14 @@ export class ApiError extends Error {
   }
 
   /**
-   * The connection broke; the server decided nothing (no ErrorInfo): Unavailable, or Canceled, which
-   * is how connect-node reports the streams of an HTTP/2 session whose socket closed (RST_STREAM
-   * CANCEL). A stream the caller aborts itself never gets here.
+   * The connection broke; the server decided nothing (every refusal of the API carries an
+   * ErrorInfo). connect-node reports a dropped connection as Unavailable (refused), Canceled (the
+   * session's streams closed with RST_STREAM CANCEL) or Aborted (ECONNRESET, a destroyed stream),
+   * depending on when the socket went. A stream the caller aborts itself never gets here.
    */
   get isTransportFailure(): boolean {
-    return (this.code === Code.Unavailable || this.code === Code.Canceled) && this.reason === "";
+    const dropped = [Code.Unavailable, Code.Canceled, Code.Aborted].includes(this.code);
+    return dropped && this.reason === "";
   }
 
   static from(error: unknown): ApiError {

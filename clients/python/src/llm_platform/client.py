@@ -93,14 +93,10 @@ class GenerationStream:
         cursor, stub, meta = self._cursor, self._client._generations, self._client._metadata
         while not cursor.finished:
             resume = cursor.resume_request()
-            # wait_for_ready on reconnects: the channel may still be re-establishing its connection
-            retrying = cursor.reconnects > 0
             if resume is None:
-                self._call = stub.Generate(
-                    cursor.request, metadata=meta, timeout=self._timeout, wait_for_ready=retrying
-                )
+                self._call = stub.Generate(cursor.request, metadata=meta, timeout=self._timeout)
             else:
-                self._call = stub.Resume(resume, metadata=meta, timeout=self._timeout, wait_for_ready=True)
+                self._call = stub.Resume(resume, metadata=meta, timeout=self._timeout)
             try:
                 for raw in self._call:
                     event = cursor.accept(raw)
