@@ -31,5 +31,6 @@ async def test_go_sdk_against_the_live_platform(frontend_port: int, tmp_path: Pa
         "LLM_API_KEY": KEY_SDK,
         "LLM_SOLO_API_KEY": KEY_SDK_SOLO,
     }
+    await run([go, "vet", "./..."], package, env)  # builds everything, the example command included
     out = await run([go, "test", "-count=1", "-v", "."], package, env)
     assert out.count("--- PASS:") == TESTS and "--- FAIL" not in out, out
