@@ -12,8 +12,10 @@ import (
 
 // tcpProxy is a loopback TCP proxy the tests cut, to break a live gRPC stream for real (as
 // tests/e2e/tcp_proxy.py). cut closes the client side of every open connection; the server side stays
-// open and unread until close, so the server sees no disconnect. With hold set, new connections pass
-// the server's HTTP/2 set-up back but nothing from the first response HEADERS frame on.
+// open and unread until close, so the server sees no disconnect. Acting on the HTTP/2 frames the
+// server sends back, so a break lands at the same point however fast either side runs: cutAfterData(n)
+// cuts the next connection once n DATA frames went through; with hold set, new connections pass the
+// server's set-up back but nothing from the first response HEADERS frame on.
 type tcpProxy struct {
 	listener net.Listener
 	upstream string
@@ -21,6 +23,7 @@ type tcpProxy struct {
 	clients  []net.Conn
 	all      []net.Conn
 	holding  bool
+	cutAfter int // 0: none
 	accepted int
 }
 
@@ -38,6 +41,8 @@ func startProxy(t *testing.T, upstream string) *tcpProxy {
 func (p *tcpProxy) addr() string { return p.listener.Addr().String() }
 
 func (p *tcpProxy) hold(on bool) { p.mu.Lock(); p.holding = on; p.mu.Unlock() }
+
+func (p *tcpProxy) cutAfterData(frames int) { p.mu.Lock(); p.cutAfter = frames; p.mu.Unlock() }
 
 func (p *tcpProxy) acceptedCount() int { p.mu.Lock(); defer p.mu.Unlock(); return p.accepted }
 
@@ -76,14 +81,30 @@ func (p *tcpProxy) acceptLoop() {
 		p.accepted++
 		p.clients = append(p.clients, client)
 		p.all = append(p.all, client, upstream)
-		holding := p.holding
+		holding, cutAfter := p.holding, p.cutAfter
+		p.cutAfter = 0
 		p.mu.Unlock()
-		go pump(client, upstream, false) // an end of the client side is never passed on
-		go pump(upstream, client, holding)
+		go pump(client, upstream, false, 0, nil) // an end of the client side is never passed on
+		go pump(upstream, client, holding, cutAfter, p.forget)
 	}
 }
 
-func pump(src, dst net.Conn, untilHeaders bool) {
+func (p *tcpProxy) forget(c net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, x := range p.clients {
+		if x == c {
+			p.clients = append(p.clients[:i], p.clients[i+1:]...)
+			return
+		}
+	}
+}
+
+// pump copies src to dst; with untilHeaders or cutAfter > 0 it copies whole frames and stops at the
+// first HEADERS frame, or cuts dst after cutAfter DATA frames.
+func pump(src, dst net.Conn, untilHeaders bool, cutAfter int, forget func(net.Conn)) {
+	framed := untilHeaders || cutAfter > 0
+	dataFrames := 0
 	buf := make([]byte, 65536)
 	var pending []byte
 	for {
@@ -91,7 +112,7 @@ func pump(src, dst net.Conn, untilHeaders bool) {
 		if err != nil {
 			return
 		}
-		if !untilHeaders {
+		if !framed {
 			if _, err := dst.Write(buf[:n]); err != nil {
 				return
 			}
@@ -103,13 +124,21 @@ func pump(src, dst net.Conn, untilHeaders bool) {
 			if len(pending) < 9+length {
 				break
 			}
-			if pending[3] == 1 { // a HEADERS frame: hold from here on
+			if cutAfter == 0 && pending[3] == 1 { // a HEADERS frame: hold from here on
 				return // stop reading: the upstream side stays open, unread
 			}
 			if _, err := dst.Write(pending[:9+length]); err != nil {
 				return
 			}
+			if pending[3] == 0 && length > 0 {
+				dataFrames++
+			}
 			pending = pending[9+length:]
+			if cutAfter > 0 && dataFrames == cutAfter {
+				forget(dst)
+				dst.Close()
+				return
+			}
 		}
 	}
 }

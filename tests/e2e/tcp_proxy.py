@@ -3,9 +3,12 @@
 `cut()` closes the client side of every open connection, so the client sees its connection drop
 (UNAVAILABLE), while the server side stays open and unread until `close()`: the server sees no
 disconnect, so what the client does next (Resume, a retry) is all that is tested. New connections
-are accepted as before. `hold()` makes new connections pass the server's HTTP/2 connection set-up
-back to the client but nothing from the first response HEADERS frame on: the server receives the
-call, the client hears nothing of it, so a test can break a call before its first event.
+are accepted as before. Two modes act on the frames the server sends back (HTTP/2: a 9-byte
+header of length, type, flags, stream), so a break lands at the same point of a stream however fast
+either side runs:
+- `cut_after_data(n)`: the next connection is cut as soon as n DATA frames (responses) went through;
+- `hold()`: new connections pass the server's connection set-up back but nothing from the first
+  response HEADERS frame on: the server receives the call, the client hears nothing of it.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ class TcpProxy:
         self._clients: list[socket.socket] = []  # client sides not yet cut
         self._held: list[socket.socket] = []  # every socket, closed at close()
         self._holding = False
+        self._cut_after: int | None = None
         self.accepted = 0  # connections accepted so far
         self._thread = threading.Thread(target=self._accept_loop, name="tcp-proxy", daemon=True)
         self._thread.start()
@@ -40,6 +44,10 @@ class TcpProxy:
     def hold(self, holding: bool = True) -> None:
         with self._lock:
             self._holding = holding
+
+    def cut_after_data(self, frames: int) -> None:
+        with self._lock:
+            self._cut_after = frames
 
     def close(self) -> None:
         _shut(self._listener)  # shutdown() wakes the blocked accept(); close() alone does not
@@ -60,10 +68,37 @@ class TcpProxy:
                 self.accepted += 1
                 self._clients.append(client)
                 self._held += [client, upstream]
-                forward_back = not self._holding
+                holding, cut_after, self._cut_after = self._holding, self._cut_after, None
             threading.Thread(target=_pump, args=(client, upstream), daemon=True).start()
-            back = _pump if forward_back else _pump_until_headers
-            threading.Thread(target=back, args=(upstream, client), daemon=True).start()
+            if holding or cut_after is not None:
+                back = threading.Thread(target=self._pump_frames, args=(upstream, client, cut_after))
+            else:
+                back = threading.Thread(target=_pump, args=(upstream, client))
+            back.daemon = True
+            back.start()
+
+    def _pump_frames(self, src: socket.socket, dst: socket.socket, cut_after: int | None) -> None:
+        """Copies whole frames until the first HEADERS frame (type 1: hold), or until `cut_after` DATA
+        frames (type 0) went through (then cuts dst); then stops reading src."""
+        buffer, data_frames = b"", 0
+        try:
+            while data := src.recv(65536):
+                buffer += data
+                while len(buffer) >= 9 and len(buffer) >= 9 + int.from_bytes(buffer[:3], "big"):
+                    end = 9 + int.from_bytes(buffer[:3], "big")
+                    if cut_after is None and buffer[3] == 1:
+                        return
+                    dst.sendall(buffer[:end])
+                    data_frames += buffer[3] == 0 and end > 9
+                    buffer = buffer[end:]
+                    if data_frames == cut_after:
+                        with self._lock:
+                            if dst in self._clients:
+                                self._clients.remove(dst)
+                        _shut(dst)
+                        return
+        except OSError:
+            pass
 
 
 def _pump(src: socket.socket, dst: socket.socket) -> None:
@@ -72,23 +107,6 @@ def _pump(src: socket.socket, dst: socket.socket) -> None:
     try:
         while data := src.recv(65536):
             dst.sendall(data)
-    except OSError:
-        pass
-
-
-def _pump_until_headers(src: socket.socket, dst: socket.socket) -> None:
-    """Copies whole HTTP/2 frames (9-byte header: length, type, flags, stream) until the first
-    HEADERS frame (type 1), then stops reading."""
-    buffer = b""
-    try:
-        while data := src.recv(65536):
-            buffer += data
-            while len(buffer) >= 9 and len(buffer) >= 9 + int.from_bytes(buffer[:3], "big"):
-                end = 9 + int.from_bytes(buffer[:3], "big")
-                if buffer[3] == 1:
-                    return
-                dst.sendall(buffer[:end])
-                buffer = buffer[end:]
     except OSError:
         pass
 

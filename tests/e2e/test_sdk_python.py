@@ -40,19 +40,11 @@ async def recorded(channel: grpc.aio.Channel, request_id: str) -> pb.Generation:
             await asyncio.sleep(0.05)
 
 
-def read_cutting_after(stream, proxy, sequence: int) -> list:
-    events = []
-    for event in stream:
-        events.append(event)
-        if event.sequence == sequence:
-            assert proxy.cut() == 1
-    return events
-
-
 async def test_a_cut_stream_resumes_with_no_gap_or_duplicate(frontend_port: int, channel) -> None:
     with proxy_to(frontend_port) as proxy, Client(f"127.0.0.1:{proxy.port}", KEY_SDK, retry=FAST_RETRY) as c:
+        proxy.cut_after_data(2)  # the connection drops after the stream's second response frame
         stream = c.generate("Count:", max_output_tokens=40, ignore_eos=True)
-        events = await asyncio.to_thread(read_cutting_after, stream, proxy, 2)
+        events = await asyncio.to_thread(list, stream)
         assert stream.reconnects == 1 and proxy.accepted == 2  # one Resume on a new connection
     assert [e.sequence for e in events] == list(range(1, len(events) + 1))
     assert isinstance(events[0], Started) and isinstance(events[-1], Finished)
@@ -64,13 +56,10 @@ async def test_a_cut_stream_resumes_with_no_gap_or_duplicate(frontend_port: int,
 async def test_the_asyncio_client_resumes_a_cut_stream(frontend_port: int, channel) -> None:
     with proxy_to(frontend_port) as proxy:
         async with AsyncClient(f"127.0.0.1:{proxy.port}", KEY_SDK, retry=FAST_RETRY) as c:
+            proxy.cut_after_data(2)
             stream = c.generate(messages=[("user", "Count to ten.")], max_output_tokens=24, ignore_eos=True)
-            events = []
-            async for event in stream:
-                events.append(event)
-                if event.sequence == 2:
-                    assert proxy.cut() == 1
-            assert stream.reconnects == 1
+            events = [event async for event in stream]
+            assert stream.reconnects == 1 and proxy.accepted == 2
             assert (await c.get(stream.generation_id)).state == pb.Generation.COMPLETED
     assert [e.sequence for e in events] == list(range(1, len(events) + 1))
     assert [e.raw for e in events] == await retained(channel, stream.generation_id)
