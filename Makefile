@@ -13,11 +13,11 @@ PROTOS := $(wildcard protos/llm/v1/*.proto)
 serve: setup
 	$(PY) -m serving $(if $(CONFIG),--config $(CONFIG))
 
-test: setup-test lint typecheck
+test: setup-test lint typecheck api-check sdks-check
 	$(PY) -m pytest -q -p no:cacheprovider
 
-setup: $(VENV)/.serve-deps llm/v1/.generated artifact
-setup-test: $(VENV)/.test-deps llm/v1/.generated artifact
+setup: $(VENV)/.serve-deps llm/v1/.generated artifact $(VENV)/.sdk-python
+setup-test: $(VENV)/.test-deps llm/v1/.generated artifact $(VENV)/.sdk-python sdk-deps
 
 $(PY):
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required"'
@@ -44,13 +44,14 @@ llm/v1/.generated: $(PROTOS) prebuild/protos.py $(VENV)/.serve-deps
 artifact: $(VENV)/.serve-deps
 	@$(PY) -m prebuild.artifact >/dev/null
 
-lint: $(VENV)/.test-deps llm/v1/.generated
+lint: $(VENV)/.test-deps llm/v1/.generated $(VENV)/.sdk-python
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(VENV)/bin/lint-imports --no-logo  # the layering contracts in pyproject.toml
 
-typecheck: $(VENV)/.test-deps llm/v1/.generated
+typecheck: $(VENV)/.test-deps llm/v1/.generated $(VENV)/.sdk-python
 	$(PY) -m mypy contracts engine frontend serving prebuild triton_models datastore control billing lifecycle bench tests
+	MYPYPATH=clients/python/src $(PY) -m mypy -p llm_platform  # the SDK's sources, not the installed copy
 
 unit: setup-test
 	$(PY) -m pytest -q -p no:cacheprovider tests --ignore=tests/e2e
@@ -108,5 +109,63 @@ $(BENCH_ENVS)/vllm/.installed: $(VLLM_WHL) | $(VLLM_PY)
 	$(VLLM_PY) $(BENCH_PIP) uninstall -y torchvision torchaudio torchcodec
 	touch $@
 
+# ---- Client SDKs and the API guard (docs/sdks.md) ------------------------------------------------
+# The SDKs' generated sources are committed; `make sdks` regenerates them and `make sdks-check` (run
+# by `make test`) proves a regeneration changes nothing. Generators are pinned: buf and protoc-gen-es
+# by clients/typescript/package-lock.json, the Python one by grpcio-tools in constraints.txt, the Go
+# plugins (and the Go toolchain and libraries the Go SDK builds with, in GOPATH mode: the Go module
+# proxy is not reachable here) by the Debian versions below.
+TS_DIR   := clients/typescript
+BUF      := $(TS_DIR)/node_modules/.bin/buf
+GO_DEBS  := golang-go=2:1.19~1 golang-google-grpc-dev=1.33.3-2 golang-google-protobuf-dev=1.28.1-3 \
+            golang-github-golang-protobuf-1-5-dev=1.5.2-3 golang-google-genproto-dev=0.0~git20200413.b5235f6-3 \
+            protoc-gen-go=1.28.1-3+b2 protoc-gen-go-grpc=1.33.3-2+b4
+SDK_PY_SRC := $(shell find clients/python -name '*.py' -o -name '*.pyi' -o -name pyproject.toml)
+
+.PHONY: sdk-deps go-deps sdks sdks-check api-check api-release
+
+sdk-deps: $(TS_DIR)/node_modules/.package-lock.json go-deps
+
+# npm ci installs exactly the lockfile (buf's binary comes as its platform package, no install script)
+$(TS_DIR)/node_modules/.package-lock.json: $(TS_DIR)/package.json $(TS_DIR)/package-lock.json
+	cd $(TS_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+# idempotent: apt runs only when a pinned package is missing or at another version
+go-deps:
+	@want="$(sort $(GO_DEBS))"; \
+	have="$$(dpkg-query -W -f='$${Package}=$${Version} ' $(foreach d,$(GO_DEBS),$(firstword $(subst =, ,$(d)))) 2>/dev/null | tr ' ' '\n' | sort | xargs)"; \
+	if [ "$$want" != "$$have" ]; then \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y --no-install-recommends $(GO_DEBS) >/dev/null || \
+	  { apt-get update >/dev/null && apt-get install -y --no-install-recommends $(GO_DEBS) >/dev/null; }; \
+	fi
+
+# The Python SDK, installed (not editable) into the venv: llmctl uses it.
+$(VENV)/.sdk-python: $(VENV)/.serve-deps $(SDK_PY_SRC)
+	$(PIP) install -c constraints.txt --no-build-isolation ./clients/python
+	touch $@
+
+# Regenerates every SDK's generated sources (OUT= writes them under another root instead).
+sdks: sdk-deps $(VENV)/.serve-deps
+	$(BUF) generate $(if $(OUT),-o $(OUT))
+	$(BUF) generate --template buf.gen.go.yaml $(if $(OUT),-o $(OUT))
+	PYTHONPATH=. $(PY) -m prebuild.sdk_python $(OUT)
+
+GENERATED := clients/typescript/src/gen clients/go/gen clients/python/src/llm_platform/v1
+sdks-check: sdk-deps $(VENV)/.serve-deps
+	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
+	$(MAKE) --no-print-directory -s sdks OUT=$$tmp && \
+	for d in $(GENERATED); do diff -r $$d $$tmp/$$d || { echo "$$d is stale: run make sdks" >&2; exit 1; }; done
+
+# The API guard: lint, and no breaking change against the last released descriptor set.
+api-check: sdk-deps
+	$(BUF) lint
+	$(BUF) breaking --against api/llm-v1.binpb
+
+# The release step: records the current API as the one later changes are checked against.
+api-release: sdk-deps
+	$(BUF) build --path protos/llm -o api/llm-v1.binpb
+
 clean:
-	rm -rf $(VENV) llm var/triton
+	rm -rf $(VENV) llm var/triton $(TS_DIR)/node_modules $(TS_DIR)/dist

@@ -17,17 +17,11 @@ from pathlib import Path
 import grpc
 from google.protobuf import json_format
 from grpc_status import rpc_status
+from llm_platform import ApiError, Client, Delta, Finished
 
 from frontend.config import LOCAL_ADMIN_KEY, LOCAL_API_KEY
 from frontend.errors import error_info
-from llm.v1 import (
-    admin_pb2,
-    admin_pb2_grpc,
-    generations_pb2,
-    generations_pb2_grpc,
-    models_pb2,
-    models_pb2_grpc,
-)
+from llm.v1 import admin_pb2, admin_pb2_grpc, models_pb2, models_pb2_grpc
 
 
 def _metadata(key: str) -> tuple[tuple[str, str], ...]:
@@ -35,35 +29,29 @@ def _metadata(key: str) -> tuple[tuple[str, str], ...]:
 
 
 def _generate(args: argparse.Namespace, channel: grpc.Channel) -> int:
-    sampling = generations_pb2.SamplingParams(stop=args.stop, ignore_eos=args.ignore_eos)
-    if args.temperature is not None:
-        sampling.temperature = args.temperature
-    if args.top_p is not None:
-        sampling.top_p = args.top_p
-    if args.top_k is not None:
-        sampling.top_k = args.top_k
-    if args.seed is not None:
-        sampling.seed = args.seed
-    req = generations_pb2.GenerateRequest(
-        request_id=args.request_id or "",
+    """Streams through the Python SDK (llm_platform): a dropped connection is resumed, not lost."""
+    client = Client(args.target, args.api_key, channel=channel)
+    stream = client.generate(
+        None if args.chat else args.text,
+        messages=[("user", args.text)] if args.chat else None,
         model=args.model,
         max_output_tokens=args.max_output_tokens,
-        sampling=sampling,
+        request_id=args.request_id,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        top_k=args.top_k,
+        seed=args.seed,
+        stop=args.stop,
+        ignore_eos=args.ignore_eos,
     )
-    if args.chat:
-        req.messages.messages.add(role="user", content=args.text)
-    else:
-        req.prompt = args.text
-    stub = generations_pb2_grpc.GenerationsStub(channel)
-    for event in stub.Generate(req, metadata=_metadata(args.api_key)):
+    for event in stream:
         if args.json:
-            print(json_format.MessageToJson(event, indent=None), flush=True)
-        elif event.HasField("delta"):
-            print(event.delta.text, end="", flush=True)
-        elif event.HasField("finished"):
-            f = event.finished
-            reason = generations_pb2.Finished.Reason.Name(f.reason)
-            print(f"\n[{reason}: {f.usage.input_tokens} in, {f.usage.output_tokens} out]", file=sys.stderr)
+            print(json_format.MessageToJson(event.raw, indent=None), flush=True)
+        elif isinstance(event, Delta):
+            print(event.text, end="", flush=True)
+        elif isinstance(event, Finished):
+            usage = event.usage
+            print(f"\n[{event.reason}: {usage.input_tokens} in, {usage.output_tokens} out]", file=sys.stderr)
     return 0
 
 
@@ -142,6 +130,10 @@ def main(argv: list[str] | None = None) -> int:
     with open_channel(args) as channel:
         try:
             return COMMANDS[args.command](args, channel)
+        except ApiError as e:
+            reason = f" ({e.reason})" if e.reason else ""
+            print(f"error: {e.code.name}{reason}: {e.message}", file=sys.stderr)
+            return 1
         except grpc.RpcError as e:
             status = rpc_status.from_call(e)
             info = error_info(status) if status is not None else None

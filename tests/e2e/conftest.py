@@ -23,6 +23,8 @@ KEY_BETA = "key-beta"
 KEY_GAMMA = "key-gamma"  # a tenant allowed one generation at a time
 KEY_DELTA = "key-delta"  # a tenant with small token budgets
 KEY_FUZZ = "key-fuzz"  # the fuzz suite's own tenant, so its load never touches the others' quotas
+KEY_SDK = "key-sdk"  # the SDKs' tests (tests/e2e/test_sdk_*.py)
+KEY_SDK_SOLO = "key-sdk-solo"  # ... and their quota refusals: one generation at a time
 
 
 def platform_config(store: Path | None = None) -> PlatformConfig:
@@ -43,6 +45,8 @@ def platform_config(store: Path | None = None) -> PlatformConfig:
                 {"id": "beta", "api_keys": [KEY_BETA], "weight": 2.0},
                 {"id": "gamma", "api_keys": [KEY_GAMMA], "max_concurrent_generations": 1},
                 {"id": "fuzz", "api_keys": [KEY_FUZZ]},
+                {"id": "sdk", "api_keys": [KEY_SDK]},
+                {"id": "sdk-solo", "api_keys": [KEY_SDK_SOLO], "max_concurrent_generations": 1},
                 {
                     "id": "delta",
                     "api_keys": [KEY_DELTA],

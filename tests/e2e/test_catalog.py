@@ -25,8 +25,9 @@ def test_catalog_is_seeded_and_idempotent(platform: Platform) -> None:
     seed_catalog(platform.store, platform.cfg.tenants, routes, now=datetime.now(UTC))  # a restart
     with platform.store.transaction() as s:
         assert current_revision(s) == before
-        assert sorted(s.scalars(select(Tenant.id))) == ["alpha", "beta", "delta", "fuzz", "gamma"]
-        assert s.scalar(select(func.count()).select_from(ApiKey)) == 5
+        tenants = ["alpha", "beta", "delta", "fuzz", "gamma", "sdk", "sdk-solo"]
+        assert sorted(s.scalars(select(Tenant.id))) == tenants
+        assert s.scalar(select(func.count()).select_from(ApiKey)) == len(tenants)  # one key each
         alpha, beta = tenant_for_api_key(s, KEY_ALPHA), tenant_for_api_key(s, KEY_BETA)
         assert alpha is not None and alpha.id == "alpha"
         assert beta is not None and beta.weight == 2.0
