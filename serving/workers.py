@@ -60,16 +60,17 @@ def worker_port(base: int, index: int) -> int:
 
 def engine_threads(cfg: PlatformConfig, cpus: int | None = None, env: dict[str, str] | None = None) -> int:
     """Torch threads for each engine this platform starts: OMP_NUM_THREADS when the operator set it,
-    else the CPUs this process may use shared out among the configured models' engines (one per
-    worker each), at least one. Busy engines whose OpenMP threads together outnumber the cores wait
-    for each other's preempted threads at every parallel region (docs/architecture.md, "Threads on
-    a worker")."""
+    else the CPUs this process may use, less one kept for the frontend and `tritonserver`, shared
+    out among the configured models' engines (one per worker each), at least one. An OpenMP team
+    waits for every one of its threads at each of a step's hundreds of parallel regions: a thread
+    preempted by the frontend's per-token work stalls the whole step (docs/architecture.md,
+    "Threads on a worker")."""
     env = dict(os.environ) if env is None else env
     if env.get("OMP_NUM_THREADS", "").strip().isdigit() and int(env["OMP_NUM_THREADS"]) > 0:
         return int(env["OMP_NUM_THREADS"])
     cpus = len(os.sched_getaffinity(0)) if cpus is None else cpus
     engines = sum(m.workers for m in cfg.models)
-    return max(1, cpus // max(1, engines))
+    return max(1, (cpus - 1) // max(1, engines))
 
 
 def deployment(m: ModelSettings, v: ServedVersion, intra_op_threads: int = 0) -> ModelDeployment:

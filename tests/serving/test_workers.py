@@ -17,21 +17,23 @@ def config(*workers: int) -> PlatformConfig:
     return parse_config({"models": [{"alias": f"m{i}", "workers": w} for i, w in enumerate(workers)]})
 
 
-def test_one_engine_gets_every_cpu() -> None:
-    assert engine_threads(config(1), cpus=2, env={}) == 2
-    assert engine_threads(config(1), cpus=16, env={}) == 16
+def test_one_engine_gets_every_cpu_but_the_one_kept_for_the_frontend_and_triton() -> None:
+    assert engine_threads(config(1), cpus=2, env={}) == 1
+    assert engine_threads(config(1), cpus=16, env={}) == 15
+    assert engine_threads(config(1), cpus=1, env={}) == 1
 
 
 def test_the_cpus_are_shared_out_among_the_engines_at_least_one_each() -> None:
     assert engine_threads(config(1, 1), cpus=2, env={}) == 1
     assert engine_threads(config(2, 1), cpus=8, env={}) == 2
+    assert engine_threads(config(2, 1), cpus=10, env={}) == 3
     assert engine_threads(config(2, 2), cpus=2, env={}) == 1
 
 
 def test_the_operators_omp_num_threads_wins() -> None:
     assert engine_threads(config(1), cpus=2, env={"OMP_NUM_THREADS": "1"}) == 1
     assert engine_threads(config(1, 1), cpus=2, env={"OMP_NUM_THREADS": "3"}) == 3
-    assert engine_threads(config(1), cpus=2, env={"OMP_NUM_THREADS": "two"}) == 2
+    assert engine_threads(config(1), cpus=4, env={"OMP_NUM_THREADS": "two"}) == 3
 
 
 def test_the_repository_carries_the_threads(tmp_path: Path) -> None:
