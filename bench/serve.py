@@ -7,6 +7,9 @@ against baselines on the same weights, same machine, same seeded workload and ar
                platform-http  the same, driven over its OpenAI-compatible HTTP API (streamed
                               /v1/completions, the same request as the gRPC one), by the client the
                               HTTP peers are driven with: the HTTP path's cost next to gRPC's
+               platform-split one platform, even-indexed requests over gRPC and odd ones over
+                              HTTP at once: reported as platform-split/grpc and /http, the two
+                              transports under the very same load (robust to a shared machine)
                transformers   Hugging Face generate, one request at a time in arrival order, in
                               this process; it runs the workload's first --baseline-requests
                               requests with the same arrival offsets
@@ -150,6 +153,34 @@ def run_platform_http(jobs: list[Job], load: Load, args: argparse.Namespace, war
         return asyncio.run(serve(cfg, Path(work)))
 
 
+def run_platform_split(jobs: list[Job], load: Load, args: argparse.Namespace, warm_up: Job) -> list[Outcome]:
+    """One platform, its gRPC and HTTP APIs driven at once (bench/targets.py SplitTarget)."""
+    from bench.targets import PlatformTarget, SplitTarget, platform_http_target
+
+    async def serve(cfg: PlatformConfig, work: Path) -> list[Outcome]:
+        over_http = None
+        try:
+            async with (
+                start_platform(cfg, work_dir=work, http_listen="127.0.0.1:0") as running,
+                grpc.aio.insecure_channel(running.address) as channel,
+            ):
+                run_id = f"serve-split-{time.time_ns()}"
+                over_grpc = PlatformTarget(channel, MODEL, KEYS, run_id)
+                over_http = platform_http_target(f"http://{running.http_address}", MODEL, KEYS, run_id)
+                for warm in (over_grpc, over_http):
+                    await warm.generate(warm_up, Outcome(-1, "warm-up", 0.0, warm_up.spec.output_tokens))
+                return await drive(SplitTarget(over_grpc, over_http), jobs, load, args.seed, args.timeout)
+        finally:
+            if over_http is not None:
+                over_http.close()
+
+    with tempfile.TemporaryDirectory(prefix="bench-serve-") as work:
+        cfg = platform_config(
+            Path(work) / "control.sqlite", args.queue_wait_s, args.budget, args.quantization, args.dtype
+        )
+        return asyncio.run(serve(cfg, Path(work)))
+
+
 def run_transformers(jobs: list[Job], load: Load, args: argparse.Namespace, hf: Any) -> list[Outcome]:
     from bench.targets import SequentialTransformers
 
@@ -218,7 +249,8 @@ def main() -> int:
     n = args.requests or mix.requests
     plan = loads(mix, n, args.rates, args.concurrency)
     wanted = [t.strip() for t in args.targets.split(",") if t.strip()]
-    unknown = [t for t in wanted if t not in ("platform", "platform-http", "transformers", *PEERS)]
+    ours = ("platform", "platform-http", "platform-split")
+    unknown = [t for t in wanted if t not in (*ours, "transformers", *PEERS)]
     if unknown:
         raise SystemExit(f"unknown target(s) {', '.join(unknown)}")
     notes = []
@@ -242,6 +274,18 @@ def main() -> int:
                 outcomes = run_platform(jobs, load, args, warm)
             elif target == "platform-http":
                 outcomes = run_platform_http(jobs, load, args, warm)
+            elif target == "platform-split":  # two runs: its gRPC half and its HTTP half
+                both = run_platform_split(jobs, load, args, warm)
+                grpc_half = [o for o in both if o.index % 2 == 0]
+                runs.append(
+                    {
+                        "target": "platform-split/grpc",
+                        "load": load.label,
+                        "rate": load.rate,
+                        "outcomes": grpc_half,
+                    }
+                )
+                outcomes, target = [o for o in both if o.index % 2], "platform-split/http"
             elif target == "transformers":
                 outcomes = run_transformers(subset, load, args, hf)
             else:

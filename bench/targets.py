@@ -82,6 +82,21 @@ def platform_http_target(url: str, model: str, keys: list[str], run_id: str) -> 
     return CompletionsTarget("platform-http", url, body, tokens, headers=headers)
 
 
+class SplitTarget:
+    """One platform over both transports at once: even-indexed requests over gRPC, odd ones over
+    HTTP, so both halves see the same load, the same machine and the same moment (a comparison of
+    two runs on a shared machine compares the machine's load as much as the transports)."""
+
+    name = "platform-split"
+
+    def __init__(self, over_grpc: PlatformTarget, over_http: CompletionsTarget) -> None:
+        self.over_grpc, self.over_http = over_grpc, over_http
+
+    async def generate(self, job: Job, out: Outcome) -> None:
+        target = self.over_http if job.spec.index % 2 else self.over_grpc
+        await target.generate(job, out)
+
+
 class _Deliveries:
     """A transformers streamer: skips the prompt, then records each generated token's time."""
 
