@@ -21,6 +21,7 @@ DONE = "[DONE]"
 
 Chunk = dict[str, Any]
 Body = Callable[[Job], dict[str, Any]]  # the request body for a job
+Headers = Callable[[Job], dict[str, str]]  # extra request headers for a job (credentials, ids)
 Tokens = Callable[[Chunk], int]  # output tokens one streamed chunk carries
 
 
@@ -51,8 +52,17 @@ class CompletionsTarget:
     """Streams `body(job)` to `url`/v1/completions. A stream that ends for another reason than
     "length" (the forced output length) fails as FINISHED_<REASON>; an error event as SERVER_ERROR."""
 
-    def __init__(self, name: str, url: str, body: Body, tokens: Tokens, timeout_s: float = 900.0) -> None:
+    def __init__(
+        self,
+        name: str,
+        url: str,
+        body: Body,
+        tokens: Tokens,
+        timeout_s: float = 900.0,
+        headers: Headers = lambda job: {},
+    ) -> None:
         self.name, self.url, self.body, self.tokens, self.timeout_s = name, url, body, tokens, timeout_s
+        self.headers = headers
         self.clients = ThreadPoolExecutor(max_workers=256, thread_name_prefix=f"{name}-client")
 
     async def generate(self, job: Job, out: Outcome) -> None:
@@ -62,7 +72,7 @@ class CompletionsTarget:
         req = urllib.request.Request(
             f"{self.url}/v1/completions",
             data=json.dumps(self.body(job)).encode(),
-            headers={"Content-Type": "application/json"},
+            headers={"Content-Type": "application/json", **self.headers(job)},
         )
         reason = None
         try:

@@ -4,6 +4,12 @@ against baselines on the same weights, same machine, same seeded workload and ar
     targets    platform       a fresh platform per load (nothing cached from an earlier load);
                               the admission queue allowance is --queue-wait-s (default 600 s, so
                               every request is served as by the baselines, which queue without limit)
+               platform-http  the same, driven over its OpenAI-compatible HTTP API (streamed
+                              /v1/completions, the same request as the gRPC one), by the client the
+                              HTTP peers are driven with: the HTTP path's cost next to gRPC's
+               platform-split one platform, even-indexed requests over gRPC and odd ones over
+                              HTTP at once: reported as platform-split/grpc and /http, the two
+                              transports under the very same load (robust to a shared machine)
                transformers   Hugging Face generate, one request at a time in arrival order, in
                               this process; it runs the workload's first --baseline-requests
                               requests with the same arrival offsets
@@ -20,7 +26,7 @@ against baselines on the same weights, same machine, same seeded workload and ar
                for a 135M model under moderate load; tighten them on faster machines)
 
 Run: `python -m bench serve [--mix mixed] [--rate R | --rates 0.5,1,2 | --concurrency C]
-[--requests N] [--baseline-requests K] [--targets platform,transformers,llama.cpp,vllm]`;
+[--requests N] [--baseline-requests K] [--targets platform,platform-http,transformers,llama.cpp,vllm]`;
 `python -m bench compare` is the same command. `make bench` is the standard comparison:
 `--mix mixed --rates 0.25,0.5 --requests 24`, every target on the same 24 requests (about 8 minutes
 on 2 cores: on this machine the platform and transformers each serve about 0.2-0.4 mixed requests
@@ -124,6 +130,57 @@ def run_platform(jobs: list[Job], load: Load, args: argparse.Namespace, warm_up:
         return asyncio.run(serve(cfg, Path(work)))
 
 
+def run_platform_http(jobs: list[Job], load: Load, args: argparse.Namespace, warm_up: Job) -> list[Outcome]:
+    """As run_platform, over the platform's OpenAI-compatible HTTP API."""
+    from bench.targets import platform_http_target
+
+    async def serve(cfg: PlatformConfig, work: Path) -> list[Outcome]:
+        target = None
+        try:
+            async with start_platform(cfg, work_dir=work, http_listen="127.0.0.1:0") as running:
+                run_id = f"serve-http-{time.time_ns()}"
+                target = platform_http_target(f"http://{running.http_address}", MODEL, KEYS, run_id)
+                await target.generate(warm_up, Outcome(-1, "warm-up", 0.0, warm_up.spec.output_tokens))
+                return await drive(target, jobs, load, args.seed, args.timeout)
+        finally:  # after the platform stopped: no client thread is left waiting on a stream
+            if target is not None:
+                target.close()
+
+    with tempfile.TemporaryDirectory(prefix="bench-serve-") as work:
+        cfg = platform_config(
+            Path(work) / "control.sqlite", args.queue_wait_s, args.budget, args.quantization, args.dtype
+        )
+        return asyncio.run(serve(cfg, Path(work)))
+
+
+def run_platform_split(jobs: list[Job], load: Load, args: argparse.Namespace, warm_up: Job) -> list[Outcome]:
+    """One platform, its gRPC and HTTP APIs driven at once (bench/targets.py SplitTarget)."""
+    from bench.targets import PlatformTarget, SplitTarget, platform_http_target
+
+    async def serve(cfg: PlatformConfig, work: Path) -> list[Outcome]:
+        over_http = None
+        try:
+            async with (
+                start_platform(cfg, work_dir=work, http_listen="127.0.0.1:0") as running,
+                grpc.aio.insecure_channel(running.address) as channel,
+            ):
+                run_id = f"serve-split-{time.time_ns()}"
+                over_grpc = PlatformTarget(channel, MODEL, KEYS, run_id)
+                over_http = platform_http_target(f"http://{running.http_address}", MODEL, KEYS, run_id)
+                for warm in (over_grpc, over_http):
+                    await warm.generate(warm_up, Outcome(-1, "warm-up", 0.0, warm_up.spec.output_tokens))
+                return await drive(SplitTarget(over_grpc, over_http), jobs, load, args.seed, args.timeout)
+        finally:
+            if over_http is not None:
+                over_http.close()
+
+    with tempfile.TemporaryDirectory(prefix="bench-serve-") as work:
+        cfg = platform_config(
+            Path(work) / "control.sqlite", args.queue_wait_s, args.budget, args.quantization, args.dtype
+        )
+        return asyncio.run(serve(cfg, Path(work)))
+
+
 def run_transformers(jobs: list[Job], load: Load, args: argparse.Namespace, hf: Any) -> list[Outcome]:
     from bench.targets import SequentialTransformers
 
@@ -192,7 +249,8 @@ def main() -> int:
     n = args.requests or mix.requests
     plan = loads(mix, n, args.rates, args.concurrency)
     wanted = [t.strip() for t in args.targets.split(",") if t.strip()]
-    unknown = [t for t in wanted if t not in ("platform", "transformers", *PEERS)]
+    ours = ("platform", "platform-http", "platform-split")
+    unknown = [t for t in wanted if t not in (*ours, "transformers", *PEERS)]
     if unknown:
         raise SystemExit(f"unknown target(s) {', '.join(unknown)}")
     notes = []
@@ -214,6 +272,20 @@ def main() -> int:
             t0 = time.perf_counter()
             if target == "platform":
                 outcomes = run_platform(jobs, load, args, warm)
+            elif target == "platform-http":
+                outcomes = run_platform_http(jobs, load, args, warm)
+            elif target == "platform-split":  # two runs: its gRPC half and its HTTP half
+                both = run_platform_split(jobs, load, args, warm)
+                grpc_half = [o for o in both if o.index % 2 == 0]
+                runs.append(
+                    {
+                        "target": "platform-split/grpc",
+                        "load": load.label,
+                        "rate": load.rate,
+                        "outcomes": grpc_half,
+                    }
+                )
+                outcomes, target = [o for o in both if o.index % 2], "platform-split/http"
             elif target == "transformers":
                 outcomes = run_transformers(subset, load, args, hf)
             else:

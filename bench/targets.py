@@ -1,6 +1,7 @@
-"""What the serving benchmark measures: this platform over its public gRPC API, and Hugging Face
-`transformers` serving one request at a time in this process (the baseline), both on the same
-weights and the same prompt token ids. (llama.cpp, when installed: bench/llamacpp.py.)"""
+"""What the serving benchmark measures: this platform over its public gRPC API and over its
+OpenAI-compatible HTTP API, and Hugging Face `transformers` serving one request at a time in this
+process (the baseline), all on the same weights and the same prompt token ids. (llama.cpp, when
+installed: bench/llamacpp.py.)"""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 import grpc
 
+from bench.completions import Chunk, CompletionsTarget, first_choice
 from bench.driver import Job, TargetError
 from bench.engine import hf_generate
 from bench.metrics import Outcome
@@ -49,6 +51,50 @@ class PlatformTarget:
                     raise TargetError(f"FINISHED_{pb.Finished.Reason.Name(ev.finished.reason)}")
         except grpc.aio.AioRpcError as e:
             raise TargetError(e.code().name) from e
+
+
+def platform_http_target(url: str, model: str, keys: list[str], run_id: str) -> CompletionsTarget:
+    """The same requests as PlatformTarget's, over the platform's OpenAI-compatible HTTP API, driven
+    exactly as vLLM and llama.cpp's servers are (bench/completions.py): streamed /v1/completions with
+    the prompt text, greedy, ignore_eos, and return_token_ids so each chunk's tokens are counted."""
+
+    def body(job: Job) -> dict[str, Any]:
+        n = job.spec.output_tokens
+        return {
+            "model": model,
+            "prompt": job.prompt,
+            "max_tokens": n,
+            "temperature": 0,  # greedy, as the gRPC request (OpenAI's default is 1)
+            "ignore_eos": True,
+            "stream": True,
+            "return_token_ids": True,
+        }
+
+    def headers(job: Job) -> dict[str, str]:
+        return {
+            "Authorization": f"Bearer {keys[job.spec.tenant]}",
+            "X-Request-Id": f"{run_id}-{job.spec.index}",  # unique: never an idempotent replay
+        }
+
+    def tokens(chunk: Chunk) -> int:
+        return len(first_choice(chunk).get("token_ids") or [])
+
+    return CompletionsTarget("platform-http", url, body, tokens, headers=headers)
+
+
+class SplitTarget:
+    """One platform over both transports at once: even-indexed requests over gRPC, odd ones over
+    HTTP, so both halves see the same load, the same machine and the same moment (a comparison of
+    two runs on a shared machine compares the machine's load as much as the transports)."""
+
+    name = "platform-split"
+
+    def __init__(self, over_grpc: PlatformTarget, over_http: CompletionsTarget) -> None:
+        self.over_grpc, self.over_http = over_grpc, over_http
+
+    async def generate(self, job: Job, out: Outcome) -> None:
+        target = self.over_http if job.spec.index % 2 else self.over_grpc
+        await target.generate(job, out)
 
 
 class _Deliveries:

@@ -22,10 +22,10 @@ from pathlib import Path
 import grpc
 
 from engine.artifact import ArtifactIntegrityError
+from frontend.calls import route_message, version_message
 from frontend.catalog import CatalogCache
 from frontend.errors import ApiError, invalid_argument
 from frontend.registry import ModelRegistry, ServedVersion, load_version
-from frontend.service import route_message, version_message
 from frontend.worker_pool import WorkerHandle, WorkerPool, ready_workers
 from llm.v1 import admin_pb2, admin_pb2_grpc, models_pb2
 

@@ -67,6 +67,16 @@ class FrontendSettings:
 
 
 @dataclass(slots=True, frozen=True)
+class HttpSettings:
+    """The HTTP/JSON listener beside gRPC (frontend/http/): the REST API mapped from the protos and
+    the OpenAI-compatible endpoints, in the same process, over the same calls."""
+
+    listen: str = "127.0.0.1:8080"  # host:port; "" serves no HTTP
+    # OpenAI endpoints: max_tokens when the request leaves it out (the REST API requires it, as gRPC)
+    default_max_tokens: int = 512
+
+
+@dataclass(slots=True, frozen=True)
 class StoreSettings:
     url: str = "sqlite:///var/control.sqlite"  # or postgresql+psycopg://...
 
@@ -105,6 +115,7 @@ class ModelSettings:
 @dataclass(slots=True, frozen=True)
 class PlatformConfig:
     frontend: FrontendSettings = field(default_factory=FrontendSettings)
+    http: HttpSettings = field(default_factory=HttpSettings)
     store: StoreSettings = field(default_factory=StoreSettings)
     triton: TritonSettings = field(default_factory=TritonSettings)
     telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
@@ -130,13 +141,14 @@ def load_config(path: Path | None) -> PlatformConfig:
 
 
 def parse_config(raw: dict[str, Any], where: str = "config") -> PlatformConfig:
-    unknown = set(raw) - {"frontend", "store", "triton", "telemetry", "tenants", "models"}
+    unknown = set(raw) - {"frontend", "http", "store", "triton", "telemetry", "tenants", "models"}
     if unknown:
         raise ConfigError(f"{where}: unknown section(s) {sorted(unknown)}")
     tenants = tuple(_build(TenantSpec, t, f"{where} [[tenants]]") for t in raw.get("tenants", []))
     models = tuple(_build(ModelSettings, m, f"{where} [[models]]") for m in raw.get("models", []))
     cfg = PlatformConfig(
         frontend=_build(FrontendSettings, raw.get("frontend", {}), f"{where} [frontend]"),
+        http=_build(HttpSettings, raw.get("http", {}), f"{where} [http]"),
         store=_build(StoreSettings, raw.get("store", {}), f"{where} [store]"),
         triton=_build(TritonSettings, raw.get("triton", {}), f"{where} [triton]"),
         telemetry=_build(TelemetrySettings, raw.get("telemetry", {}), f"{where} [telemetry]"),
@@ -205,6 +217,11 @@ def _check(cfg: PlatformConfig, where: str) -> None:
         raise ConfigError(
             f"{where}: [frontend] TLS needs tls_cert_file and tls_key_file (and then tls_client_ca_file)"
         )
+    _, colon, port = cfg.http.listen.rpartition(":")
+    if cfg.http.listen and not (colon and port.isdigit()):
+        raise ConfigError(f"{where}: [http] listen must be host:port (or empty for no HTTP)")
+    if not isinstance(cfg.http.default_max_tokens, int) or cfg.http.default_max_tokens < 1:
+        raise ConfigError(f"{where}: [http] default_max_tokens must be a positive integer")
     endpoint = cfg.telemetry.otlp_endpoint
     if endpoint and not endpoint.startswith(("http://", "https://")):
         raise ConfigError(f"{where}: [telemetry] otlp_endpoint must be an http(s) URL")
@@ -217,12 +234,14 @@ def check_loopback_only(cfg: PlatformConfig) -> None:
     local_admin = LOCAL_ADMIN_KEY in cfg.frontend.admin_api_keys
     if not local_admin and not any(LOCAL_API_KEY in t.api_keys for t in cfg.tenants):
         return
-    host = cfg.frontend.listen.rpartition(":")[0].strip("[]")
+    for listen in (cfg.frontend.listen, cfg.http.listen):
+        if listen and not _loopback(listen):
+            raise ConfigError(f"the development API keys may only be served on loopback, not {listen}")
+
+
+def _loopback(listen: str) -> bool:
+    host = listen.rpartition(":")[0].strip("[]")
     try:
-        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
     except ValueError:
-        loopback = False
-    if not loopback:
-        raise ConfigError(
-            f"the development API keys may only be served on loopback, not {cfg.frontend.listen}"
-        )
+        return False

@@ -1,4 +1,7 @@
-"""The frontend gRPC server: services, auth interceptor, health (frontend/health.py) and reflection."""
+"""The frontend gRPC server: services, auth interceptor, health (frontend/health.py) and reflection.
+
+The calls it serves (frontend/calls.py: one tokenizer pool, one set of rules) are shared with the
+HTTP server (frontend/http/) when the platform runs both."""
 
 from __future__ import annotations
 
@@ -12,16 +15,14 @@ from grpc_reflection.v1alpha import reflection
 
 from frontend.admin import AdminService
 from frontend.auth import ApiKeyStore, AuthInterceptor
+from frontend.calls import FrontendCalls, frontend_calls
 from frontend.config import FrontendSettings
 from frontend.error_map import ErrorInterceptor
 from frontend.errors import ApiError
 from frontend.generations import GenerationManager
 from frontend.health import HealthCheck
-from frontend.offload import Offload
 from frontend.registry import ModelRegistry
 from frontend.service import GenerationsService, ModelsService, UsageService
-from frontend.validation import RequestLimits
-from lifecycle.reads import usage_by_tenant
 from llm.v1 import (
     admin_pb2,
     admin_pb2_grpc,
@@ -87,9 +88,17 @@ async def frontend_server(
     settings: FrontendSettings = DEFAULT_SETTINGS,
     admin: AdminService | None = None,
     health_interval_s: float = 1.0,
+    calls: FrontendCalls | None = None,
 ) -> AsyncIterator[tuple[grpc.aio.Server, int]]:
     """Starts the server on `listen` (port 0 picks one) and yields (server, bound port). Its
-    health is recomputed every `health_interval_s` (frontend/health.py)."""
+    health is recomputed every `health_interval_s` (frontend/health.py). `calls`: the calls it
+    shares with the HTTP server (its own when not given)."""
+    if calls is None:
+        async with frontend_calls(registry, manager, settings) as own:
+            args = (listen, keys, registry, manager, settings, admin, health_interval_s, own)
+            async with frontend_server(*args) as bound:
+                yield bound
+        return
     server = grpc.aio.server(
         interceptors=[ErrorInterceptor(), AuthInterceptor(keys)],
         options=[
@@ -97,15 +106,11 @@ async def frontend_server(
             ("grpc.max_send_message_length", 16 << 20),
         ],
     )
-    pool = manager.dispatcher.pool
-    limits = RequestLimits(settings.max_prompt_chars, settings.max_messages)
-    offload = Offload(settings.tokenizer_threads, settings.max_pending_tokenizations)
-    generations = GenerationsService(registry, manager, settings.converse_window_events, limits, offload)
+    pool = calls.pool
+    generations = GenerationsService(calls.generations, calls.converse_window)
     generations_pb2_grpc.add_GenerationsServicer_to_server(generations, server)
-    models_pb2_grpc.add_ModelsServicer_to_server(ModelsService(registry, pool), server)
-    store = manager.store
-    usage = UsageService(lambda tenant, start, end: usage_by_tenant(store, tenant, start=start, end=end))
-    usage_pb2_grpc.add_UsageServicer_to_server(usage, server)
+    models_pb2_grpc.add_ModelsServicer_to_server(ModelsService(calls.registry, pool), server)
+    usage_pb2_grpc.add_UsageServicer_to_server(UsageService(calls.usage), server)
     if admin is not None:
         admin_pb2_grpc.add_AdminServicer_to_server(admin, server)
     health_servicer = CappedHealthServicer(settings.max_health_watchers)
@@ -127,4 +132,3 @@ async def frontend_server(
         await check.close()
         await health_servicer.enter_graceful_shutdown()
         await server.stop(grace=5)
-        offload.close()

@@ -29,19 +29,22 @@ __all__ = ["Platform", "RunningPlatform", "artifact_for", "start_platform"]
 class RunningPlatform:
     address: str  # host:port of the gRPC frontend
     platform: Platform
+    http_address: str = ""  # host:port of the HTTP API ("" when it serves none)
 
 
 @asynccontextmanager
 async def start_platform(
-    cfg: PlatformConfig, work_dir: Path | None = None, listen: str = "127.0.0.1:0"
+    cfg: PlatformConfig, work_dir: Path | None = None, listen: str = "127.0.0.1:0", http_listen: str = ""
 ) -> AsyncIterator[RunningPlatform]:
-    """Starts the workers and the frontend (what `make serve` runs), yields its address, and stops
-    all of it on exit."""
+    """Starts the workers and the frontend (what `make serve` runs), yields its addresses, and stops
+    all of it on exit. HTTP is served only when `http_listen` names an address ("127.0.0.1:0")."""
     platform = Platform(cfg, work_dir=work_dir)
     await asyncio.to_thread(platform.start_workers)
     try:
-        async with platform.frontend(listen) as (_, port):
+        async with platform.frontend(listen, http_listen) as (_, port):
             host = listen.rpartition(":")[0] or "127.0.0.1"
-            yield RunningPlatform(f"{host}:{port}", platform)
+            http_host = http_listen.rpartition(":")[0] or "127.0.0.1"
+            http = f"{http_host}:{platform.http_port}" if http_listen else ""
+            yield RunningPlatform(f"{host}:{port}", platform, http)
     finally:
         await asyncio.to_thread(platform.stop_workers)

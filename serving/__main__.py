@@ -27,6 +27,11 @@ async def _serve(platform: Platform) -> None:
     async with platform.frontend() as (_, port):
         host = platform.cfg.frontend.listen.rpartition(":")[0]
         print(f"llm platform: gRPC frontend on {host}:{port}", flush=True)
+        if platform.http_port:
+            http_host = platform.cfg.http.listen.rpartition(":")[0]
+            print(
+                f"  HTTP API on http://{http_host}:{platform.http_port} (OpenAI-compatible: /v1)", flush=True
+            )
         for alias, version_id in platform.registry.aliases.items():
             print(f"  model {alias} -> {version_id}", flush=True)
         if any(t.id == LOCAL_TENANT and LOCAL_API_KEY in t.api_keys for t in platform.cfg.tenants):

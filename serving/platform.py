@@ -3,8 +3,8 @@
 `Platform.start_workers()` verifies (or builds) each model's artifact, seeds the control store with
 the config (frontend/catalog.py; the store is the authority), materializes the Triton model
 repository, starts one `tritonserver` per worker and loads the versions the store says to serve;
-`Platform.frontend()` then runs the gRPC frontend against them, with a supervisor that restarts a
-worker that dies and a cache of the catalog that follows the store.
+`Platform.frontend()` then runs the frontend against them (gRPC, and HTTP/JSON on [http] listen),
+with a supervisor that restarts a worker that dies and a cache of the catalog that follows the store.
 Used by `make serve` (serving/__main__.py), `start_platform` and the end-to-end tests.
 """
 
@@ -14,7 +14,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -29,9 +29,11 @@ from frontend.admin import AdminService
 from frontend.admission import WaitPredictor
 from frontend.auth import ApiKeyStore
 from frontend.cache_salt import CacheSalts
+from frontend.calls import frontend_calls
 from frontend.catalog import CatalogCache, mark_ready, read_catalog, seed_catalog, served_versions, store_url
 from frontend.config import ModelSettings, PlatformConfig, check_loopback_only
 from frontend.generations import GatewaySettings, GenerationManager
+from frontend.http.server import http_server
 from frontend.metrics import FrontendMetrics
 from frontend.registry import ModelRegistry, ServedVersion, load_version
 from frontend.routing import Dispatcher
@@ -65,6 +67,7 @@ class Platform:
         self.manager: GenerationManager | None = None  # while frontend() runs
         self.metrics: FrontendMetrics | None = None  # while frontend() runs
         self.metrics_port = 0  # the bound port of [frontend] metrics_listen
+        self.http_port = 0  # the bound port of [http] listen, while frontend() runs (0: no HTTP)
         self._settings: dict[str, ModelSettings] = {}  # model name -> its [[models]] settings
         self._catalog: CatalogCache | None = None
         self.cache_salts = CacheSalts.generate()  # for the platform's life: its workers' caches
@@ -158,7 +161,12 @@ class Platform:
             self.store = None
 
     @asynccontextmanager
-    async def frontend(self, listen: str | None = None) -> AsyncIterator[tuple[grpc.aio.Server, int]]:
+    async def frontend(
+        self, listen: str | None = None, http_listen: str | None = None
+    ) -> AsyncIterator[tuple[grpc.aio.Server, int]]:
+        """Runs the frontend: gRPC on `listen` ([frontend] listen when None), yielding (server,
+        bound port), and HTTP on `http_listen` ([http] listen when None; "" for none), its bound
+        port in `http_port`. Both serve the same calls."""
         assert self.workers and self.store is not None, "start_workers() first"
         f = self.cfg.frontend
         for w in self.workers:
@@ -217,18 +225,30 @@ class Platform:
         self.catalog.apply(await asyncio.to_thread(read_catalog, self.store))  # drain flags too
         supervisor.start()
         self.catalog.start()
+        http_at = self.cfg.http.listen if http_listen is None else http_listen
         try:
-            async with frontend_server(
-                listen or f.listen,
-                self.keys,
-                self.registry,
-                self.manager,
-                f,
-                AdminService(self.registry, self.pool, self.catalog, self.deploy_version, dispatcher.pump),
-                health_interval_s=f.worker_probe_interval_s,
-            ) as bound:
+            async with AsyncExitStack() as stack:
+                calls = await stack.enter_async_context(frontend_calls(self.registry, self.manager, f))
+                bound = await stack.enter_async_context(
+                    frontend_server(
+                        listen or f.listen,
+                        self.keys,
+                        self.registry,
+                        self.manager,
+                        f,
+                        AdminService(
+                            self.registry, self.pool, self.catalog, self.deploy_version, dispatcher.pump
+                        ),
+                        health_interval_s=f.worker_probe_interval_s,
+                        calls=calls,
+                    )
+                )
+                if http_at:
+                    http = http_server(http_at, calls, self.keys, self.cfg.http, f)
+                    self.http_port = await stack.enter_async_context(http)
                 yield bound
         finally:
+            self.http_port = 0
             await self.catalog.close()
             await supervisor.close()
             await self.manager.shutdown()

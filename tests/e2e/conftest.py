@@ -1,5 +1,5 @@
-"""A real platform for end-to-end tests: `tritonserver` with the CPU model, and the gRPC frontend,
-on free loopback ports, torn down at the end of the session."""
+"""A real platform for end-to-end tests: `tritonserver` with the CPU model, and the frontend (gRPC,
+and HTTP on the same calls), on free loopback ports, torn down at the end of the session."""
 
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ def platform_config(store: Path | None = None) -> PlatformConfig:
                 "slow_consumer_timeout_s": 2.0,
                 "converse_window_events": 8,
             },
+            "http": {"listen": "127.0.0.1:0"},
             "store": {"url": f"sqlite:///{store}" if store else "sqlite:///var/test-control.sqlite"},
             "tenants": [
                 {"id": "alpha", "api_keys": [KEY_ALPHA]},
@@ -100,6 +101,13 @@ def platform(tmp_path_factory: pytest.TempPathFactory, artifact_dir: Path) -> It
 async def frontend_port(platform: Platform) -> AsyncIterator[int]:
     async with platform.frontend("127.0.0.1:0") as (_, port):
         yield port
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def http_url(platform: Platform, frontend_port: int) -> str:
+    """The base URL of the session frontend's HTTP API (served beside its gRPC port)."""
+    assert platform.http_port
+    return f"http://127.0.0.1:{platform.http_port}"
 
 
 @pytest_asyncio.fixture(loop_scope="session")

@@ -86,3 +86,16 @@ def test_tls_needs_a_certificate_and_its_key() -> None:
         {"frontend": {"tls_cert_file": "c.pem", "tls_key_file": "k.pem", "tls_client_ca_file": "ca.pem"}}
     )
     assert ok.frontend.tls_client_ca_file == "ca.pem"
+
+
+def test_the_http_listener_is_configured_in_its_own_section() -> None:
+    assert load_config(None).http.listen == "127.0.0.1:8080"
+    cfg = parse_config({"http": {"listen": "127.0.0.1:0", "default_max_tokens": 64}})
+    assert cfg.http.listen == "127.0.0.1:0" and cfg.http.default_max_tokens == 64
+    assert parse_config({"http": {"listen": ""}}).http.listen == ""  # no HTTP
+    for bad in ({"listen": "8080"}, {"default_max_tokens": 0}, {"port": 1}):
+        with pytest.raises(ConfigError, match=r"\[http\]"):
+            parse_config({"http": bad})
+    dev = [{"id": "local", "api_keys": ["local-dev-key"]}]
+    with pytest.raises(ConfigError, match="loopback"):
+        check_loopback_only(parse_config({"http": {"listen": "0.0.0.0:8080"}, "tenants": dev}))

@@ -1,0 +1,283 @@
+"""The public API's calls, whatever the transport: the gRPC servicers (frontend/service.py,
+converse.py) and the HTTP app (frontend/http/) adapt their wire formats to these, so every rule
+(validation, admission, idempotency by request id, resume, cancel, reads of state and usage) exists
+once. Requests and answers are the protobuf messages of protos/llm/v1: gRPC receives them as they
+are, HTTP transcodes JSON into them (protobuf's JSON mapping) and back.
+
+GenerationCalls  start (validate, resolve, tokenize, admit), follow (a Reader), resume, get, cancel
+Reader           one client stream following a generation's retained events from a cursor: it
+                 joins the generation on creation and leaves it on close(), which starts the
+                 disconnect grace period once no client follows it
+list_models      the served versions and alias routes
+UsageCalls       the caller's billed usage in a window
+FrontendCalls    all of them for one frontend (`frontend_calls`), served by both its servers
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import grpc
+
+from frontend.auth import Tenant
+from frontend.config import FrontendSettings
+from frontend.error_map import api_error
+from frontend.errors import ApiError, cursor_expired, invalid_argument
+from frontend.generations import GenerationManager, LiveGeneration
+from frontend.offload import Offload
+from frontend.registry import ModelRegistry, ServedVersion
+from frontend.run_loop import rejected
+from frontend.stream_log import CursorExpired
+from frontend.validation import (
+    DEFAULT_LIMITS,
+    RequestLimits,
+    ValidatedRequest,
+    check_context,
+    check_for_version,
+    validate,
+)
+from frontend.worker_pool import WorkerPool, ready_workers
+from lifecycle.reads import TenantUsage, usage_by_tenant
+from llm.v1 import generations_pb2 as pb
+from llm.v1 import models_pb2, usage_pb2
+
+log = logging.getLogger(__name__)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def tokenize(version: ServedVersion, req: ValidatedRequest) -> tuple[int, ...]:
+    tok = version.tokenizer
+    check_for_version(req.params, tok.vocab_size)
+    ids = tok.encode(req.prompt) if req.prompt is not None else tok.encode_chat(req.messages or ())
+    check_context(len(ids), req.params.max_output_tokens, version.context_length)
+    return tuple(ids)
+
+
+class Reader:
+    """One client stream following `live` after sequence `after`. Its cursor advances as the
+    transport takes each event (gRPC and HTTP both await a write's completion before asking for the
+    next), so a client that stops reading stops the cursor once flow control blocks the write, and
+    the run is then paused (and, too slow, cancelled SLOW_CONSUMER).
+
+    The transport calls close() when its stream ends for any reason (completion, cancellation,
+    disconnect): a generator that is never resumed after its client went away cannot be relied on
+    to do it."""
+
+    def __init__(self, manager: GenerationManager, live: LiveGeneration, after: int) -> None:
+        try:
+            self.cursor = live.log.attach(after)
+        except CursorExpired as e:
+            raise cursor_expired(live.generation_id) from e
+        self.live = live
+        self.after = after
+        self._manager = manager
+        manager.client_joined(live)
+        self._span = live.observer.delivery("delivery", after) if live.observer is not None else None
+        self._closed = False
+
+    async def events(self) -> AsyncGenerator[pb.GenerationEvent, None]:
+        """The events after the cursor, live until the generation ends; raises the ApiError of a
+        run that ended without `finished` (refused, or its end could not be recorded)."""
+        live = self.live
+        error: ApiError | None = None
+        try:
+            async for event in live.log.follow(self.after, self.cursor):
+                live.log.advance(self.cursor, event.sequence)
+                yield event
+        except CursorExpired:
+            error = cursor_expired(live.generation_id)
+        if error is None and live.error is not None and not live.finished:
+            error = live.error
+        if error is not None:
+            raise error
+
+    def close(self) -> None:
+        """The client stream ended. Repeating it is harmless."""
+        if self._closed:
+            return
+        self._closed = True
+        self.live.log.detach(self.cursor)
+        self._manager.client_left(self.live)
+        if self._span is not None:
+            self._span.set_attribute("llm.delivered_through", self.cursor.consumed)
+            self._span.end()
+
+
+class GenerationCalls:
+    def __init__(
+        self,
+        registry: ModelRegistry,
+        manager: GenerationManager,
+        limits: RequestLimits = DEFAULT_LIMITS,
+        offload: Offload | None = None,
+    ) -> None:
+        self.registry = registry
+        self.manager = manager
+        self.limits = limits
+        self.offload = offload or Offload()  # tokenization and templates, off the event loop
+
+    async def start(self, tenant: Tenant, request: pb.GenerateRequest) -> LiveGeneration:
+        """Validates, resolves, tokenizes and admits a request (Generate, Converse's `start`, HTTP);
+        raises the ApiError of a refusal (frontend/error_map.py)."""
+        received = (time.time_ns(), time.monotonic())
+        try:
+            req = validate(request, self.limits)
+            key = f"{tenant.id}/{req.request_id}" if req.request_id else ""
+            version = self.registry.resolve(req.model, key)
+            prompt_ids = await self.offload.run(tokenize, version, req)
+            live = await self.manager.start(tenant, req, version, prompt_ids, received)
+        except Exception as e:  # refused: counted, and raised as its API error
+            error = api_error(e)
+            rejected(self.manager.metrics, error)
+            raise error from e
+        log.info(
+            "generation %s tenant=%s model=%s prompt_tokens=%d max_output=%d",
+            live.generation_id,
+            tenant.id,
+            version.version_id,
+            len(prompt_ids),
+            req.params.max_output_tokens,
+        )
+        return live
+
+    def reader(self, live: LiveGeneration, after: int = 0) -> Reader:
+        """A client stream of `live` after `after` (CURSOR_EXPIRED when no longer retained)."""
+        return Reader(self.manager, live, after)
+
+    async def retained(self, tenant: Tenant, generation_id: str) -> LiveGeneration:
+        """The tenant's generation whose events are still retained: NOT_FOUND for another tenant's
+        or an unknown id, CURSOR_EXPIRED when its stream is no longer retained."""
+        live = self.manager.retained(tenant.id, generation_id)
+        if live is None:
+            await self.manager.get(tenant.id, generation_id=generation_id)
+            raise cursor_expired(generation_id)
+        return live
+
+    async def resume(self, tenant: Tenant, request: pb.ResumeRequest) -> Reader:
+        live = await self.retained(tenant, request.generation_id)
+        return self.reader(live, request.after_sequence)
+
+    async def get(self, tenant: Tenant, request: pb.GetGenerationRequest) -> pb.Generation:
+        if request.WhichOneof("key") is None:
+            raise invalid_argument("MISSING_KEY", "one of generation_id or request_id is required")
+        return await self.manager.get(
+            tenant.id, generation_id=request.generation_id, request_id=request.request_id
+        )
+
+    async def cancel(self, tenant: Tenant, request: pb.CancelGenerationRequest) -> pb.Generation:
+        return await self.manager.cancel(tenant.id, request.generation_id)
+
+
+# --- models -------------------------------------------------------------------------------------
+
+
+def version_message(version: ServedVersion, ready_workers: int) -> models_pb2.ModelVersion:
+    m = version.manifest
+    return models_pb2.ModelVersion(
+        name=m.name,
+        version=m.version,
+        id=m.version_id,
+        context_length=m.context_length,
+        compatibility_key=m.compatibility_key,
+        ready=ready_workers > 0,
+        ready_workers=ready_workers,
+        weights_sha256=m.files["model.safetensors"],
+        tokenizer_sha256=m.files["tokenizer.json"],
+        template_sha256=m.files["chat_template.jinja"],
+        quantization=m.quantization,
+    )
+
+
+def route_message(alias: str, route: dict[str, float]) -> models_pb2.AliasRoute:
+    targets = [models_pb2.WeightedVersion(version_id=v, weight=round(w)) for v, w in sorted(route.items())]
+    return models_pb2.AliasRoute(alias=alias, targets=targets)
+
+
+async def list_models(registry: ModelRegistry, pool: WorkerPool) -> models_pb2.ListModelsResponse:
+    versions = [
+        version_message(version, await ready_workers(pool, version)) for version in registry.versions.values()
+    ]
+    aliases = [route_message(a, r) for a, r in sorted(registry.routes.items())]
+    return models_pb2.ListModelsResponse(versions=versions, aliases=aliases)
+
+
+# --- usage --------------------------------------------------------------------------------------
+
+
+class UsageCalls:
+    """Recorded (billed) usage of the caller's tenant in a time window."""
+
+    def __init__(self, usage: Callable[[str, datetime, datetime], TenantUsage]) -> None:
+        """usage: (tenant id, window start, window end) -> its recorded usage (blocking)."""
+        self.usage = usage
+
+    async def get(self, tenant: Tenant, request: usage_pb2.GetUsageRequest) -> usage_pb2.GetUsageResponse:
+        if request.tenant and request.tenant != tenant.id:  # admin credentials come with Admin
+            raise ApiError(
+                grpc.StatusCode.PERMISSION_DENIED, "TENANT_MISMATCH", "a tenant may read only its own usage"
+            )
+        start = _time(request, "window_start") or EPOCH
+        end = _time(request, "window_end") or datetime.now(UTC)
+        if end <= start:
+            raise invalid_argument("INVALID_WINDOW", "window_end must be after window_start")
+        u = await asyncio.to_thread(self.usage, tenant.id, start, end)
+        return usage_pb2.GetUsageResponse(
+            tenant=tenant.id,
+            input_tokens=u.recorded.input_tokens,
+            cached_input_tokens=u.recorded.cached_input_tokens,
+            output_tokens=u.recorded.output_tokens,
+            interrupted_output_tokens=u.interrupted.output_tokens,
+            unbilled_estimate_tokens=u.unbilled.input_tokens + u.unbilled.output_tokens,
+            generations=u.generations,
+        )
+
+
+def _time(request: usage_pb2.GetUsageRequest, field: str) -> datetime | None:
+    """The Timestamp field as a datetime (None when unset); INVALID_WINDOW when out of range."""
+    if not request.HasField(field):
+        return None
+    try:
+        return getattr(request, field).ToDatetime(UTC)
+    except (ValueError, OverflowError, OSError) as e:
+        raise invalid_argument("INVALID_WINDOW", f"{field} is not a valid timestamp") from e
+
+
+# --- one frontend's calls ----------------------------------------------------------------------
+
+
+@dataclass(slots=True, frozen=True)
+class FrontendCalls:
+    """The API's calls, shared by the gRPC and HTTP servers of one frontend."""
+
+    registry: ModelRegistry
+    pool: WorkerPool
+    generations: GenerationCalls
+    usage: UsageCalls
+    converse_window: int
+
+
+@asynccontextmanager
+async def frontend_calls(
+    registry: ModelRegistry, manager: GenerationManager, settings: FrontendSettings | None = None
+) -> AsyncIterator[FrontendCalls]:
+    """The shared calls over `manager`, with their tokenizer threads (closed on exit)."""
+    settings = settings or FrontendSettings()
+    limits = RequestLimits(settings.max_prompt_chars, settings.max_messages)
+    offload = Offload(settings.tokenizer_threads, settings.max_pending_tokenizations)
+    store = manager.store
+    try:
+        yield FrontendCalls(
+            registry,
+            manager.dispatcher.pool,
+            GenerationCalls(registry, manager, limits, offload),
+            UsageCalls(lambda tenant, start, end: usage_by_tenant(store, tenant, start=start, end=end)),
+            settings.converse_window_events,
+        )
+    finally:
+        offload.close()

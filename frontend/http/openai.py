@@ -1,0 +1,320 @@
+"""The OpenAI-compatible endpoints: a chat or completions request becomes a GenerateRequest (then
+validated and admitted as gRPC's is), and the generation's events become OpenAI's chunks or
+documents.
+
+Request mapping
+    model                                  model (an alias or name@version)
+    messages / prompt                      messages (role "developer" is "system") / prompt
+    max_completion_tokens, max_tokens      max_output_tokens ([http] default_max_tokens when neither)
+    temperature (default 1, as OpenAI's)   sampling.temperature (0 is greedy)
+    top_p, seed, stop (string or list)     sampling.top_p, .seed, .stop
+    top_k, ignore_eos (vLLM's extensions)  sampling.top_k, .ignore_eos
+    Idempotency-Key / X-Request-Id header  request_id: a retry re-attaches to the same generation
+    n (1 only), stream, stream_options.include_usage, return_token_ids (vLLM's: each choice
+    carries its token ids)
+Parameters that would change the output in a way this platform does not implement (n > 1,
+logprobs, tools, logit_bias, penalties, response formats other than text, best_of, echo, suffix)
+are refused INVALID_ARGUMENT UNSUPPORTED_PARAMETER naming the parameter; others (user, metadata,
+store, ...) are ignored.
+
+finish_reason: COMPLETED and STOP_SEQUENCE are "stop", OUTPUT_LIMIT is "length"; a generation that
+ended otherwise reports its reason in lower case ("canceled", "interrupted", ...).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from frontend.errors import ApiError, invalid_argument
+from frontend.http.errors import HttpError, dumps
+from llm.v1 import generations_pb2 as pb
+
+Reason = pb.Finished.Reason
+FINISH_REASONS = {
+    Reason.COMPLETED: "stop",
+    Reason.STOP_SEQUENCE: "stop",
+    Reason.OUTPUT_LIMIT: "length",
+}
+OPENAI_DEFAULT_TEMPERATURE = 1.0
+UNSUPPORTED = {  # parameter -> the values that ask for nothing (accepted)
+    "n": (None, 1),
+    "logprobs": (None, False),
+    "top_logprobs": (None, 0),
+    "tools": (None, []),
+    "functions": (None, []),
+    "tool_choice": (None, "none", "auto"),
+    "function_call": (None, "none", "auto"),
+    "logit_bias": (None, {}),
+    "presence_penalty": (None, 0, 0.0),
+    "frequency_penalty": (None, 0, 0.0),
+    "best_of": (None, 1),
+    "echo": (None, False),
+    "suffix": (None, ""),
+    "audio": (None,),
+    "prediction": (None,),
+}
+
+
+def unsupported(name: str, message: str) -> ApiError:
+    return invalid_argument("UNSUPPORTED_PARAMETER", message, field=name)
+
+
+def bad(name: str, rule: str) -> ApiError:
+    return invalid_argument("INVALID_PARAMETER", f"{name} {rule}", field=name)
+
+
+@dataclass(slots=True, frozen=True)
+class Options:
+    """How the answer is shaped (not part of the generation)."""
+
+    chat: bool
+    stream: bool
+    include_usage: bool
+    token_ids: bool
+    created: int = field(default_factory=lambda: int(time.time()))
+
+
+def chat_request(doc: Any, request_id: str, default_max_tokens: int) -> tuple[pb.GenerateRequest, Options]:
+    doc = _object(doc)
+    request = _common(doc, request_id, default_max_tokens)
+    messages = doc.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise bad("messages", "must be a non-empty list")
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict):
+            raise bad(f"messages[{i}]", "must be an object")
+        role = m.get("role")
+        role = "system" if role == "developer" else role
+        request.messages.messages.add(role=role if isinstance(role, str) else "", content=_content(i, m))
+    return request, _options(doc, chat=True)
+
+
+def completion_request(
+    doc: Any, request_id: str, default_max_tokens: int
+) -> tuple[pb.GenerateRequest, Options]:
+    doc = _object(doc)
+    request = _common(doc, request_id, default_max_tokens)
+    prompt = doc.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        prompt = prompt[0]
+    if isinstance(prompt, list):
+        raise unsupported("prompt", "prompt must be one string (no batches, no token ids)")
+    if not isinstance(prompt, str):
+        raise bad("prompt", "must be a string")
+    request.prompt = prompt
+    return request, _options(doc, chat=False)
+
+
+def _object(doc: Any) -> dict[str, Any]:
+    if not isinstance(doc, dict):
+        raise invalid_argument("MALFORMED_REQUEST", "the request body must be a JSON object")
+    for name, accepted in UNSUPPORTED.items():
+        value = doc.get(name)
+        if not any(value == a and type(value) is type(a) for a in accepted):
+            raise unsupported(name, f"{name}={_short(value)} is not supported")
+    response_format = doc.get("response_format")
+    if response_format is not None and response_format != {"type": "text"}:
+        raise unsupported("response_format", "only the text response format is supported")
+    return doc
+
+
+def _short(value: Any) -> str:
+    return repr(value)[:40]
+
+
+def _common(doc: dict[str, Any], request_id: str, default_max_tokens: int) -> pb.GenerateRequest:
+    model = doc.get("model")
+    if not isinstance(model, str):
+        raise bad("model", "must be a string")
+    request = pb.GenerateRequest(request_id=request_id, model=model)
+    limit = doc.get("max_completion_tokens")
+    limit = doc.get("max_tokens") if limit is None else limit
+    request.max_output_tokens = (
+        default_max_tokens if limit is None else _int("max_tokens", limit, 0, 2**31 - 1)
+    )
+    s = request.sampling
+    temperature = doc.get("temperature")
+    s.temperature = OPENAI_DEFAULT_TEMPERATURE if temperature is None else _number("temperature", temperature)
+    if doc.get("top_p") is not None:
+        s.top_p = _number("top_p", doc["top_p"])
+    if doc.get("top_k") is not None and doc["top_k"] != -1:  # vLLM's -1 is off
+        s.top_k = _int("top_k", doc["top_k"], 0, 2**31 - 1)
+    if doc.get("seed") is not None:
+        s.seed = _int("seed", doc["seed"], 0, 2**64 - 1)
+    stop = doc.get("stop")
+    if isinstance(stop, str):
+        stop = [stop]
+    if stop is not None:
+        if not isinstance(stop, list) or not all(isinstance(x, str) for x in stop):
+            raise bad("stop", "must be a string or a list of strings")
+        s.stop.extend(stop)
+    ignore_eos = doc.get("ignore_eos", False)
+    if not isinstance(ignore_eos, bool):
+        raise bad("ignore_eos", "must be true or false")
+    s.ignore_eos = ignore_eos
+    return request
+
+
+def _options(doc: dict[str, Any], chat: bool) -> Options:
+    stream = doc.get("stream") or False
+    if not isinstance(stream, bool):
+        raise bad("stream", "must be true or false")
+    options = doc.get("stream_options") or {}
+    if not isinstance(options, dict):
+        raise bad("stream_options", "must be an object")
+    include_usage = options.get("include_usage") or False
+    if not isinstance(include_usage, bool):
+        raise bad("stream_options.include_usage", "must be true or false")
+    if include_usage and not stream:
+        raise bad("stream_options", "is only allowed with stream=true")
+    token_ids = doc.get("return_token_ids") or False
+    if not isinstance(token_ids, bool):
+        raise bad("return_token_ids", "must be true or false")
+    return Options(chat=chat, stream=stream, include_usage=include_usage, token_ids=token_ids)
+
+
+def _content(index: int, message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts: text only
+        texts = []
+        for part in content:
+            if (
+                not isinstance(part, dict)
+                or part.get("type") != "text"
+                or not isinstance(part.get("text"), str)
+            ):
+                raise unsupported(f"messages[{index}].content", "only text content parts are supported")
+            texts.append(part["text"])
+        return "".join(texts)
+    raise bad(f"messages[{index}].content", "must be a string or a list of text parts")
+
+
+def _number(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise bad(name, "must be a number")
+    return float(value)
+
+
+def _int(name: str, value: Any, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise bad(name, f"must be an integer in [{low}, {high}]")
+    return value
+
+
+# --- answers --------------------------------------------------------------------------------------
+
+
+def finish_reason(reason: pb.Finished.Reason) -> str:
+    return FINISH_REASONS.get(reason) or Reason.Name(reason).lower()
+
+
+def usage(u: pb.TokenUsage) -> dict[str, Any]:
+    return {
+        "prompt_tokens": u.input_tokens,
+        "completion_tokens": u.output_tokens,
+        "total_tokens": u.input_tokens + u.output_tokens,
+        "prompt_tokens_details": {"cached_tokens": u.cached_input_tokens},
+    }
+
+
+class Chunks:
+    """Renders a generation's events as OpenAI's streamed chunks (frontend/http/streams.py)."""
+
+    def __init__(self, options: Options) -> None:
+        self.o = options
+        self.id = ""
+        self.model = ""
+
+    def _chunk(self, choices: list[dict[str, Any]], **extra: Any) -> bytes:
+        doc: dict[str, Any] = {
+            "id": self.id,
+            "object": "chat.completion.chunk" if self.o.chat else "text_completion",
+            "created": self.o.created,
+            "model": self.model,
+            "system_fingerprint": self.model,
+            "choices": choices,
+        }
+        if self.o.include_usage:
+            doc["usage"] = None
+        doc.update(extra)
+        return b"data: %s\n\n" % dumps(doc)
+
+    def _choice(self, text: str | None, reason: str | None, ids: list[int] | None = None) -> dict[str, Any]:
+        choice: dict[str, Any] = {"index": 0}
+        if self.o.chat:
+            choice["delta"] = {} if text is None else {"content": text}
+        else:
+            choice["text"] = text or ""
+            choice["logprobs"] = None
+        choice["finish_reason"] = reason
+        if self.o.token_ids and ids is not None:
+            choice["token_ids"] = ids
+        return choice
+
+    def event(self, event: pb.GenerationEvent) -> bytes:
+        kind = event.WhichOneof("event")
+        if kind == "started":
+            self.id = ("chatcmpl-" if self.o.chat else "cmpl-") + event.generation_id
+            self.model = event.started.model_version
+            if self.o.chat:
+                first = {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
+                return self._chunk([first])
+            return b""
+        if kind == "delta":
+            ids = list(event.delta.token_ids)
+            if not event.delta.text and not (self.o.token_ids and ids):
+                return b""
+            return self._chunk([self._choice(event.delta.text, None, ids)])
+        if kind == "finished":
+            f = event.finished
+            frames = self._chunk([self._choice(None, finish_reason(f.reason), [])])
+            if self.o.include_usage:
+                frames += self._chunk([], usage=usage(f.usage))
+            return frames
+        return b""
+
+    def error(self, error: ApiError) -> bytes:
+        return b"data: %s\n\ndata: [DONE]\n\n" % dumps(HttpError(error).openai_body())
+
+    def end(self) -> bytes:
+        return b"data: [DONE]\n\n"
+
+
+def document(options: Options, events: list[pb.GenerationEvent]) -> dict[str, Any]:
+    """The non-streamed answer: a chat.completion or a text_completion."""
+    generation_id = model = ""
+    text: list[str] = []
+    ids: list[int] = []
+    finished = pb.Finished()
+    for event in events:
+        generation_id = event.generation_id
+        kind = event.WhichOneof("event")
+        if kind == "started":
+            model = event.started.model_version
+        elif kind == "delta":
+            text.append(event.delta.text)
+            ids.extend(event.delta.token_ids)
+        elif kind == "finished":
+            finished = event.finished
+    choice: dict[str, Any] = {"index": 0}
+    if options.chat:
+        choice["message"] = {"role": "assistant", "content": "".join(text)}
+    else:
+        choice["text"] = "".join(text)
+    choice["logprobs"] = None
+    choice["finish_reason"] = finish_reason(finished.reason)
+    if options.token_ids:
+        choice["token_ids"] = ids
+    return {
+        "id": ("chatcmpl-" if options.chat else "cmpl-") + generation_id,
+        "object": "chat.completion" if options.chat else "text_completion",
+        "created": options.created,
+        "model": model,
+        "system_fingerprint": model,
+        "choices": [choice],
+        "usage": usage(finished.usage),
+    }

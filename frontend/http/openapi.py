@@ -1,0 +1,385 @@
+"""The OpenAPI 3.1 document of the HTTP app, served at /openapi.json and checked in as
+docs/openapi.json (tests/frontend/test_http_openapi.py keeps the two equal).
+
+Generated, not written: the paths and methods are the app's routes, and every schema of the REST
+API is derived from the protobuf descriptors of protos/llm/v1 in protobuf's JSON mapping (camelCase
+names, 64-bit integers as strings, enums as their names), so the document cannot drift from what
+the app parses and prints. What is written here is each operation's summary, parameters and which
+messages it takes and returns, and the OpenAI endpoints' schemas (their fields, as this platform
+accepts them).
+
+Regenerate the checked-in copy: `python -m frontend.http.openapi > docs/openapi.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from starlette.routing import BaseRoute, Route
+
+from llm.v1 import generations_pb2, models_pb2, usage_pb2
+
+F = FieldDescriptor
+INT32 = {F.TYPE_INT32, F.TYPE_SINT32, F.TYPE_SFIXED32}
+UINT32 = {F.TYPE_UINT32, F.TYPE_FIXED32}
+INT64 = {F.TYPE_INT64, F.TYPE_SINT64, F.TYPE_SFIXED64}
+UINT64 = {F.TYPE_UINT64, F.TYPE_FIXED64}
+WELL_KNOWN: dict[str, dict[str, Any]] = {
+    "google.protobuf.Timestamp": {"type": "string", "format": "date-time"},
+    "google.protobuf.Duration": {"type": "string", "pattern": "^-?[0-9]+(\\.[0-9]+)?s$"},
+    "google.protobuf.Any": {
+        "type": "object",
+        "properties": {"@type": {"type": "string"}},
+        "additionalProperties": True,
+    },
+}
+
+
+def ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+class ProtoSchemas:
+    """JSON schemas of protobuf messages (and the messages they use), by protobuf's JSON mapping."""
+
+    def __init__(self) -> None:
+        self.schemas: dict[str, dict[str, Any]] = {}
+
+    def message(self, descriptor: Descriptor) -> dict[str, Any]:
+        name = descriptor.full_name
+        if name in WELL_KNOWN:
+            return WELL_KNOWN[name]
+        if name not in self.schemas:
+            self.schemas[name] = {}  # placeholder: recursive messages
+            properties = {f.json_name: self.field(f) for f in descriptor.fields}
+            schema: dict[str, Any] = {
+                "type": "object",
+                "properties": properties,
+                "additionalProperties": False,
+            }
+            oneofs = [o for o in descriptor.oneofs if not o.name.startswith("_")]  # not proto3 optional
+            if oneofs:
+                schema["description"] = "; ".join(
+                    f"oneof {o.name}: at most one of {', '.join(f.json_name for f in o.fields)}"
+                    for o in oneofs
+                )
+            self.schemas[name] = schema
+        return ref(name)
+
+    def field(self, f: FieldDescriptor) -> dict[str, Any]:
+        one = self.scalar(f)
+        if f.message_type is not None and f.message_type.GetOptions().map_entry:
+            value = f.message_type.fields_by_name["value"]
+            return {"type": "object", "additionalProperties": self.scalar(value)}
+        if f.is_repeated:
+            return {"type": "array", "items": one}
+        return one
+
+    def scalar(self, f: FieldDescriptor) -> dict[str, Any]:
+        t = f.type
+        if t == F.TYPE_MESSAGE:
+            return self.message(f.message_type)
+        if t == F.TYPE_ENUM:
+            return {"type": "string", "enum": [v.name for v in f.enum_type.values]}
+        if t == F.TYPE_STRING:
+            return {"type": "string"}
+        if t == F.TYPE_BYTES:
+            return {"type": "string", "contentEncoding": "base64"}
+        if t == F.TYPE_BOOL:
+            return {"type": "boolean"}
+        if t in (F.TYPE_FLOAT, F.TYPE_DOUBLE):
+            return {"type": "number"}
+        if t in INT32:
+            return {"type": "integer", "format": "int32"}
+        if t in UINT32:
+            return {"type": "integer", "format": "int32", "minimum": 0}
+        if t in INT64:
+            return {"type": "string", "format": "int64", "pattern": "^-?[0-9]+$"}
+        if t in UINT64:
+            return {"type": "string", "format": "uint64", "pattern": "^[0-9]+$"}
+        raise ValueError(f"no schema for field type {t} of {f.full_name}")
+
+
+def openai_schemas() -> dict[str, dict[str, Any]]:
+    """The OpenAI endpoints' bodies, as this platform accepts them (frontend/http/openai.py)."""
+    message = {
+        "type": "object",
+        "required": ["role", "content"],
+        "properties": {
+            "role": {"type": "string", "enum": ["system", "developer", "user", "assistant"]},
+            "content": {
+                "oneOf": [
+                    {"type": "string"},
+                    {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {"type": {"const": "text"}, "text": {"type": "string"}},
+                        },
+                    },
+                ]
+            },
+        },
+    }
+    common = {
+        "model": {"type": "string", "description": "an alias or name@version"},
+        "max_tokens": {"type": "integer", "minimum": 1},
+        "max_completion_tokens": {"type": "integer", "minimum": 1},
+        "temperature": {"type": "number", "minimum": 0, "maximum": 2, "default": 1},
+        "top_p": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+        "top_k": {"type": "integer", "description": "vLLM's extension; -1 or 0 is off"},
+        "seed": {"type": "integer", "minimum": 0},
+        "stop": {
+            "oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "maxItems": 8}]
+        },
+        "n": {"const": 1},
+        "stream": {"type": "boolean", "default": False},
+        "stream_options": {"type": "object", "properties": {"include_usage": {"type": "boolean"}}},
+        "ignore_eos": {"type": "boolean", "description": "vLLM's extension: generate exactly max_tokens"},
+        "return_token_ids": {"type": "boolean", "description": "vLLM's extension: token ids per choice"},
+    }
+    loose = {"type": "object", "additionalProperties": True}
+    return {
+        "openai.ChatCompletionRequest": {
+            "type": "object",
+            "required": ["model", "messages"],
+            "properties": {"messages": {"type": "array", "items": message, "minItems": 1}, **common},
+        },
+        "openai.CompletionRequest": {
+            "type": "object",
+            "required": ["model", "prompt"],
+            "properties": {"prompt": {"type": "string"}, **common},
+        },
+        "openai.ChatCompletion": {**loose, "description": "OpenAI's chat.completion object"},
+        "openai.Completion": {**loose, "description": "OpenAI's text_completion object"},
+        "openai.Error": {
+            "type": "object",
+            "properties": {
+                "error": {
+                    "type": "object",
+                    "properties": {
+                        "message": {"type": "string"},
+                        "type": {"type": "string"},
+                        "param": {"type": ["string", "null"]},
+                        "code": {"type": "string", "description": "the gRPC ErrorInfo reason"},
+                    },
+                }
+            },
+        },
+    }
+
+
+REST_ERROR = {
+    "type": "object",
+    "properties": {
+        "error": {
+            "type": "object",
+            "properties": {
+                "code": {"type": "integer", "description": "the HTTP status"},
+                "status": {"type": "string", "description": "the gRPC status code's name"},
+                "reason": {"type": "string", "description": "the gRPC ErrorInfo reason"},
+                "message": {"type": "string"},
+                "details": {"type": "array", "items": WELL_KNOWN["google.protobuf.Any"]},
+            },
+        }
+    },
+}
+GENERATION_RESULT = {
+    "type": "object",
+    "description": "a generation's stream in one document (stream = false)",
+    "properties": {
+        "generationId": {"type": "string"},
+        "started": ref("llm.v1.Started"),
+        "text": {"type": "string"},
+        "tokenIds": {"type": "array", "items": {"type": "integer"}},
+        "finished": ref("llm.v1.Finished"),
+    },
+}
+SSE = "text/event-stream"
+GENERATION_ID = {"name": "generation_id", "in": "path", "required": True, "schema": {"type": "string"}}
+REQUEST_ID_HEADERS = [
+    {
+        "name": name,
+        "in": "header",
+        "required": False,
+        "schema": {"type": "string", "maxLength": 128},
+        "description": "the request id (idempotency key): a retry re-attaches to the same generation",
+    }
+    for name in ("Idempotency-Key", "X-Request-Id")
+]
+LAST_EVENT_ID = {
+    "name": "Last-Event-ID",
+    "in": "header",
+    "required": False,
+    "schema": {"type": "integer", "minimum": 0},
+    "description": "resume after this event's sequence (what an EventSource sends on reconnecting)",
+}
+
+
+def json_body(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"required": True, "content": {"application/json": {"schema": schema}}}
+
+
+def ok(description: str, schema: dict[str, Any], sse: str | None = None) -> dict[str, Any]:
+    content: dict[str, Any] = {"application/json": {"schema": schema}}
+    if sse is not None:
+        content[SSE] = {"schema": {"type": "string", "description": sse}}
+    return {"description": description, "content": content}
+
+
+CHUNKS = "OpenAI chunks, then `data: [DONE]`"
+EVENTS_SSE = "one event per GenerationEvent: `id: <sequence>`, `data: <GenerationEvent JSON>`"
+OPERATIONS: dict[str, dict[str, Any]] = {
+    "createGeneration": {
+        "summary": "Start (or re-attach to, by requestId) a generation: Generate",
+        "parameters": [*REQUEST_ID_HEADERS, LAST_EVENT_ID],
+        "requestBody": json_body(
+            {
+                "allOf": [ref("llm.v1.GenerateRequest")],
+                "properties": {"stream": {"type": "boolean", "default": False}},
+                "description": "a GenerateRequest, plus `stream`; `messages` may be the list itself, "
+                "and `input` stands for `prompt` (a string) or `messages` (a list)",
+            }
+        ),
+        "responses": {"200": ok("the generation", GENERATION_RESULT, EVENTS_SSE)},
+    },
+    "getGenerationByRequestId": {
+        "summary": "A generation's recorded state, by its request id: GetGeneration",
+        "parameters": [{"name": "requestId", "in": "query", "required": True, "schema": {"type": "string"}}],
+        "responses": {"200": ok("its state", ref("llm.v1.Generation"))},
+    },
+    "getGeneration": {
+        "summary": "A generation's recorded state: GetGeneration",
+        "parameters": [GENERATION_ID],
+        "responses": {"200": ok("its state", ref("llm.v1.Generation"))},
+    },
+    "cancelGeneration": {
+        "summary": "Cancel a generation (repeating it is harmless): CancelGeneration",
+        "parameters": [GENERATION_ID],
+        "responses": {"200": ok("its state", ref("llm.v1.Generation"))},
+    },
+    "resumeGeneration": {
+        "summary": "Its retained events after a cursor, then live ones: Resume",
+        "parameters": [
+            GENERATION_ID,
+            {"name": "after", "in": "query", "required": False, "schema": {"type": "integer", "minimum": 0}},
+            LAST_EVENT_ID,
+        ],
+        "responses": {
+            "200": {"description": "the events", "content": {SSE: {"schema": {"type": "string"}}}},
+            "204": {"description": "the generation has ended and nothing follows the cursor"},
+        },
+    },
+    "listModels": {
+        "summary": "Served versions and alias routes (ListModels), and OpenAI's model list (`data`)",
+        "responses": {
+            "200": ok(
+                "the models",
+                {
+                    "allOf": [ref("llm.v1.ListModelsResponse")],
+                    "properties": {"object": {"const": "list"}, "data": {"type": "array"}},
+                },
+            )
+        },
+    },
+    "getUsage": {
+        "summary": "The caller's billed usage in a window (all time by default): GetUsage",
+        "parameters": [
+            {"name": n, "in": "query", "required": False, "schema": {"type": "string", "format": "date-time"}}
+            for n in ("windowStart", "windowEnd")
+        ],
+        "responses": {"200": ok("its usage", ref("llm.v1.GetUsageResponse"))},
+    },
+    "createChatCompletion": {
+        "summary": "OpenAI-compatible chat completion",
+        "parameters": REQUEST_ID_HEADERS,
+        "requestBody": json_body(ref("openai.ChatCompletionRequest")),
+        "responses": {"200": ok("the completion", ref("openai.ChatCompletion"), CHUNKS)},
+    },
+    "createCompletion": {
+        "summary": "OpenAI-compatible (legacy) text completion",
+        "parameters": REQUEST_ID_HEADERS,
+        "requestBody": json_body(ref("openai.CompletionRequest")),
+        "responses": {"200": ok("the completion", ref("openai.Completion"), CHUNKS)},
+    },
+    "health": {
+        "summary": "SERVING while some model version has a ready worker (no key)",
+        "security": [],
+        "responses": {"200": ok("serving", {"type": "object"}), "503": {"description": "not serving"}},
+    },
+}
+ERRORS = {
+    "400": "invalid argument (reason as on gRPC: INVALID_SAMPLING, CONTEXT_LENGTH_EXCEEDED, ...)",
+    "401": "missing or wrong API key",
+    "403": "the key may not call this",
+    "404": "not found (another tenant's generation is not found)",
+    "409": "request id used with a different request (REQUEST_ID_CONFLICT)",
+    "413": "request body over [frontend] max_request_bytes",
+    "429": "tenant quota exhausted (Retry-After)",
+    "503": "no capacity within the queue deadline, or a dependency is down (Retry-After)",
+}
+
+
+def openapi_document(routes: Sequence[BaseRoute]) -> dict[str, Any]:
+    protos = ProtoSchemas()
+    for message in (
+        generations_pb2.GenerateRequest,
+        generations_pb2.GenerationEvent,
+        generations_pb2.Generation,
+        models_pb2.ListModelsResponse,
+        usage_pb2.GetUsageResponse,
+    ):
+        protos.message(message.DESCRIPTOR)
+    paths: dict[str, dict[str, Any]] = {}
+    for route in routes:
+        if not isinstance(route, Route) or not route.include_in_schema:
+            continue
+        spec = OPERATIONS[route.name]
+        for method in sorted((route.methods or set()) - {"HEAD"}):
+            error = "openai.Error" if route.path.startswith(("/v1/chat", "/v1/completions")) else "RestError"
+            operation = {"operationId": route.name, **spec}
+            operation["responses"] = {
+                **spec["responses"],
+                **{
+                    code: {"description": text, "content": {"application/json": {"schema": ref(error)}}}
+                    for code, text in ERRORS.items()
+                },
+            }
+            paths.setdefault(route.path, {})[method.lower()] = operation
+    schemas = {
+        **dict(sorted(protos.schemas.items())),
+        **openai_schemas(),
+        "RestError": REST_ERROR,
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "llm-platform HTTP API",
+            "version": "v1",
+            "description": "The REST API mapped from the llm.v1 protos (protobuf's JSON mapping), and "
+            "OpenAI-compatible endpoints. Errors carry the gRPC ErrorInfo reasons.",
+        },
+        "security": [{"bearer": []}],
+        "paths": paths,
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": "an API key"}},
+        },
+    }
+
+
+def main() -> int:
+    from frontend.http.app import HttpApi, routes
+
+    unserved = HttpApi.__new__(HttpApi)  # its routes, for their paths and names only
+    json.dump(openapi_document(routes(unserved)), sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
