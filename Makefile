@@ -8,7 +8,7 @@ PIP    := $(PY) -m pip --disable-pip-version-check -q
 CONFIG ?=
 PROTOS := $(wildcard protos/llm/v1/*.proto)
 
-.PHONY: serve test setup setup-test artifact lint typecheck unit e2e clean
+.PHONY: serve test setup setup-test artifact kernels lint typecheck unit e2e clean
 
 serve: setup
 	$(PY) -m serving $(if $(CONFIG),--config $(CONFIG))
@@ -16,8 +16,8 @@ serve: setup
 test: setup-test lint typecheck api-check sdks-check
 	$(PY) -m pytest -q -p no:cacheprovider
 
-setup: $(VENV)/.serve-deps llm/v1/.generated artifact $(VENV)/.sdk-python
-setup-test: $(VENV)/.test-deps llm/v1/.generated artifact $(VENV)/.sdk-python sdk-deps
+setup: $(VENV)/.serve-deps llm/v1/.generated artifact kernels $(VENV)/.sdk-python
+setup-test: $(VENV)/.test-deps llm/v1/.generated artifact kernels $(VENV)/.sdk-python sdk-deps
 
 $(PY):
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required"'
@@ -43,6 +43,11 @@ llm/v1/.generated: $(PROTOS) prebuild/protos.py $(VENV)/.serve-deps
 # Converts the GGUF into var/models/<name>/<version>/ once; afterwards only verifies checksums.
 artifact: $(VENV)/.serve-deps
 	@$(PY) -m prebuild.artifact >/dev/null
+
+# Compiles the engine's CPU kernels (engine/csrc) for this machine into var/kernels/<key>/ once
+# (about 30 s); a new key (sources, torch, compiler or CPU changed) builds again.
+kernels: $(VENV)/.serve-deps
+	@$(PY) -m prebuild.kernels >/dev/null
 
 lint: $(VENV)/.test-deps llm/v1/.generated $(VENV)/.sdk-python
 	$(PY) -m ruff check .

@@ -95,7 +95,12 @@ def main() -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("var/bench"))
+    parser.add_argument("--no-kernels", action="store_true", help="eager PyTorch, as without engine/csrc")
     args = parser.parse_args()
+    if not args.no_kernels:
+        from prebuild.kernels import load_kernels
+
+        print(f"kernels: {load_kernels()}")
     base = ensure_artifact()
     tokenizer = Tokenizer.from_file(str(base / "tokenizer.json"))
     ref = measure(load_model(base, torch.float32), torch.float32, tokenizer, None)

@@ -12,8 +12,9 @@ from collections.abc import Sequence as Seq
 import torch
 import torch.nn.functional as F
 
+from engine.config import LlamaConfig
 from engine.engine import Engine, EngineConfig, EngineRequest
-from engine.model import LlamaForCausalLM
+from engine.model import LlamaForCausalLM, apply_rotary
 
 
 def greedy_continuations(
@@ -41,11 +42,22 @@ def agreement(reference: Seq[Seq[int]], candidate: Seq[Seq[int]]) -> float:
 class _CausalWindow:
     """A KV 'cache' for one fresh window: every token attends to the window's earlier tokens."""
 
+    def __init__(self, cfg: LlamaConfig) -> None:
+        self.cfg = cfg
+
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         # [T, H, D] -> [1, H, T, D]
         qh, kh, vh = (t.transpose(0, 1).unsqueeze(0) for t in (q, k, v))
         out = F.scaled_dot_product_attention(qh, kh, vh, is_causal=True, enable_gqa=True)
         return out[0].transpose(0, 1)
+
+    def attend_qkv(
+        self, layer: int, qkv: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor
+    ) -> torch.Tensor:
+        t, hq, hkv, d = qkv.shape[0], self.cfg.num_heads, self.cfg.num_kv_heads, self.cfg.head_dim
+        heads = qkv.view(t, hq + 2 * hkv, d)
+        q, k, v = heads[:, :hq], heads[:, hq : hq + hkv], heads[:, hq + hkv :]
+        return self.attend(layer, apply_rotary(q, cos, signed_sin), apply_rotary(k, cos, signed_sin), v)
 
 
 @torch.inference_mode()
@@ -57,7 +69,7 @@ def perplexity(model: LlamaForCausalLM, ids: Seq[int], window: int = 512) -> flo
         chunk = torch.tensor(ids[start : start + window])
         if chunk.numel() < 2:
             break
-        hidden = model(chunk, torch.arange(chunk.numel()), _CausalWindow())
+        hidden = model(chunk, torch.arange(chunk.numel()), _CausalWindow(model.config))
         logits = model.compute_logits(hidden[:-1])  # [n-1, vocab] fp32
         nll += float(F.cross_entropy(logits, chunk[1:], reduction="sum"))
         count += chunk.numel() - 1

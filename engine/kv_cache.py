@@ -5,11 +5,15 @@
 
 Each step the runner calls `begin_step(StepLayout)`; then every layer's `attend()` scatters this
 step's keys/values into their slots and computes attention: all single-token decodes in one batched
-call (keys gathered block-wise, padding masked), each prefill chunk in its own causal call.
+call (keys gathered block-wise, padding masked), each prefill chunk in its own causal call. With the
+engine's kernels loaded (engine/kernels.py), `attend_qkv()` does the same from the layer's fused
+q|k|v projection: one kernel rotates q and k and writes k and v into their slots, and decodes read
+their context through the block tables in place.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -31,9 +35,8 @@ class StepLayout:
     slot_mapping: torch.Tensor  # [T] flat cache slot of every token of the step, int64
     decode_token_index: torch.Tensor  # [Bd] positions of decode tokens in the flat dimension
     decode_tables: torch.Tensor  # [Bd, max_blocks] padded block tables of decode sequences
-    decode_mask: torch.Tensor  # [Bd, 1, 1, max_blocks * block_size] True where a key is valid
+    decode_lens: torch.Tensor  # [Bd] context length of each decode (its keys, this token's included)
     prefills: tuple[PrefillSpan, ...]
-    decode_len: int = 0  # with a single decode: its context length (keys are cut, no mask needed)
 
 
 class PagedKVCache:
@@ -43,6 +46,7 @@ class PagedKVCache:
         self.v = torch.zeros(shape, dtype=dtype)
         self.block_size = block_size
         self.num_blocks = num_blocks
+        self.num_heads, self.num_kv_heads = cfg.num_heads, cfg.num_kv_heads
         self._layout: StepLayout | None = None
 
     @staticmethod
@@ -60,14 +64,34 @@ class PagedKVCache:
         hkv, d = k.shape[1], k.shape[2]
         k_cache.view(-1, hkv, d).index_copy_(0, layout.slot_mapping, k)
         v_cache.view(-1, hkv, d).index_copy_(0, layout.slot_mapping, v)
+        return self._attend(q, k_cache, v_cache, layout, _decode)
+
+    def attend_qkv(
+        self, layer: int, qkv: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor
+    ) -> torch.Tensor:
+        """qkv [T, (Hq + 2 Hkv) * D] fp32 (not yet rotated), cos/signed_sin [T, D] -> attention
+        output [T, Hq, D]; this step's k and v are stored. Needs the engine's kernels."""
+        layout = self._layout
+        assert layout is not None, "begin_step() first"
+        k_cache, v_cache = self.k[layer], self.v[layer]  # [N, bs, Hkv, D]
+        q = torch.ops.llm.rope_store(
+            qkv, cos, signed_sin, k_cache, v_cache, layout.slot_mapping, self.num_heads, self.num_kv_heads
+        )
+        return self._attend(q, k_cache, v_cache, layout, _decode_in_place)
+
+    @staticmethod
+    def _attend(
+        q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, layout: StepLayout, decode: _Decode
+    ) -> torch.Tensor:
+        """Attention of this step's queries q [T, Hq, D] over the stored keys and values."""
+        hkv, d = k_cache.shape[2], k_cache.shape[3]
         bd = layout.decode_token_index.shape[0]
         if bd and not layout.prefills:  # decodes only: the step's tokens are the decodes, in order
-            return _decode(q, k_cache, v_cache, layout).squeeze(2)
+            return decode(q, k_cache, v_cache, layout)
         out = torch.empty_like(q)  # [T, Hq, D]
         if bd:
             qd = q.index_select(0, layout.decode_token_index)
-            od = _decode(qd, k_cache, v_cache, layout)
-            out.index_copy_(0, layout.decode_token_index, od.squeeze(2))
+            out.index_copy_(0, layout.decode_token_index, decode(qd, k_cache, v_cache, layout))
         for span in layout.prefills:
             s, n, ctx = span.token_start, span.num_tokens, span.context_len
             qp = q[s : s + n].transpose(0, 1).unsqueeze(0)  # [1, Hq, n, D]
@@ -85,20 +109,37 @@ class PagedKVCache:
         return out
 
 
+_Decode = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, StepLayout], torch.Tensor]
+
+
 def _decode(
     q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, layout: StepLayout
 ) -> torch.Tensor:
-    """q [Bd, Hq, D] of single-token decodes -> attention output [Bd, Hq, 1, D]."""
+    """q [Bd, Hq, D] of single-token decodes -> attention output [Bd, Hq, D] (eager PyTorch)."""
     bd, hkv, d = q.shape[0], k_cache.shape[2], k_cache.shape[3]
     tables = layout.decode_tables.reshape(-1)
     keys = _gather(k_cache, tables).view(bd, -1, hkv, d)  # [Bd, L, Hkv, D]
     vals = _gather(v_cache, tables).view(bd, -1, hkv, d)
-    mask: torch.Tensor | None = layout.decode_mask
-    if layout.decode_len:  # one sequence: cut its keys instead of masking the padding
-        keys, vals, mask = keys[:, : layout.decode_len], vals[:, : layout.decode_len], None
-    return F.scaled_dot_product_attention(
+    mask: torch.Tensor | None = None
+    if bd == 1:  # one sequence: cut its keys instead of masking the padding
+        ctx = int(layout.decode_lens[0])
+        keys, vals = keys[:, :ctx], vals[:, :ctx]
+    else:  # [Bd, 1, 1, L]: True where a key is valid
+        mask = (torch.arange(keys.shape[1])[None, :] < layout.decode_lens[:, None])[:, None, None, :]
+    out = F.scaled_dot_product_attention(
         q.unsqueeze(2), keys.transpose(1, 2), vals.transpose(1, 2), attn_mask=mask, enable_gqa=True
     )
+    return out.squeeze(2)
+
+
+def _decode_in_place(
+    q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, layout: StepLayout
+) -> torch.Tensor:
+    """The same through the block tables, with the engine's kernel: no gathered copy."""
+    out: torch.Tensor = torch.ops.llm.paged_decode_attention(
+        q.contiguous(), k_cache, v_cache, layout.decode_tables, layout.decode_lens
+    )
+    return out
 
 
 def _gather(cache: torch.Tensor, blocks: torch.Tensor) -> torch.Tensor:

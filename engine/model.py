@@ -8,7 +8,7 @@ holds no per-sequence state. Module and parameter names match Hugging Face's che
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, cast
 
 import torch
 import torch.nn.functional as F
@@ -22,6 +22,12 @@ RESCORE = 8  # candidates per row scored exactly when lm_head is approximate
 class KVCache(Protocol):
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """Stores k, v [T, Hkv, D] for this step and returns attention output [T, Hq, D] for q."""
+        ...
+
+    def attend_qkv(
+        self, layer: int, qkv: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor
+    ) -> torch.Tensor:
+        """The same from the unrotated q|k|v projection [T, (Hq + 2 Hkv) * D] (the engine's kernels)."""
         ...
 
 
@@ -146,14 +152,37 @@ class LlamaForCausalLM(nn.Module):
         # When lm_head is an approximation (quantized): the float weight [vocab, hidden] with which
         # each row's RESCORE best candidates are scored exactly.
         self.exact_head: torch.Tensor | None = None
+        # Steps run the engine's fused kernels (engine/kernels.py; fp32 activations only): set by
+        # engine/weights.py `load_model` when the kernels are loaded.
+        self.fused = False
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, cache: KVCache) -> torch.Tensor:
         """input_ids, positions: [T] -> final hidden states [T, hidden]."""
         x = self.model.embed_tokens(input_ids)
         cos, sin = self.rotary(positions, x.dtype)
+        if self.fused:
+            return self._forward_fused(x, cos, sin, cache)
         for i, layer in enumerate(self.model.layers):
             x = layer(x, cos, sin, cache, i)
         out: torch.Tensor = self.model.norm(x)
+        return out
+
+    def _forward_fused(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache
+    ) -> torch.Tensor:
+        """The same layers with the kernels: each residual add is fused into the norm after it,
+        so x [T, hidden] is the residual stream (updated in place) and h what the next block reads."""
+        ops, eps = torch.ops.llm, self.config.rms_norm_eps
+        layers = [cast(DecoderLayer, m) for m in self.model.layers]
+        t = x.shape[0]
+        h = ops.rms_norm(x, layers[0].input_layernorm.weight, eps)
+        for i, layer in enumerate(layers):
+            attn, mlp = layer.self_attn, layer.mlp
+            a = cache.attend_qkv(i, attn.qkv_proj(h), cos, sin)  # [T, Hq, D]
+            h = ops.add_rms_norm(x, attn.o_proj(a.view(t, -1)), layer.post_attention_layernorm.weight, eps)
+            after = layers[i + 1].input_layernorm if i + 1 < len(layers) else self.model.norm
+            h = ops.add_rms_norm(x, mlp.down_proj(ops.silu_mul(mlp.gate_up_proj(h))), after.weight, eps)
+        out: torch.Tensor = h
         return out
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:

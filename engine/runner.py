@@ -54,13 +54,8 @@ class ModelRunner:
             decode_tables=torch.tensor([t + [0] * (width - len(t)) for t in decode_tables], dtype=torch.int64)
             if decode_tables
             else torch.zeros((0, 0), dtype=torch.int64),
-            decode_mask=(torch.arange(width * bs)[None, :] < torch.tensor(decode_lens)[:, None])[
-                :, None, None, :
-            ]
-            if decode_tables
-            else torch.zeros((0, 1, 1, 0), dtype=torch.bool),
+            decode_lens=torch.tensor(decode_lens, dtype=torch.int64),
             prefills=tuple(prefills),
-            decode_len=decode_lens[0] if len(decode_lens) == 1 else 0,
         )
         self.cache.begin_step(layout)
         hidden = self.model(torch.tensor(ids), torch.tensor(positions), self.cache)

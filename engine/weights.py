@@ -19,6 +19,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+from engine import kernels
 from engine.config import LlamaConfig
 from engine.model import DecoderLayer, LlamaForCausalLM
 from engine.quant import (
@@ -130,11 +131,13 @@ def _install_quantized(
     dtype: torch.dtype,
     max_kernel_rows: int,
     scheme: str,
+    use_kernels: bool,
 ) -> None:
     """Replaces every projection and lm_head with a QuantizedLinear built from `state`'s parts."""
 
     def linear(names: list[str]) -> QuantizedLinear:
-        return QuantizedLinear(concat_parts([_parts(state, n) for n in names]), dtype, max_kernel_rows)
+        parts = concat_parts([_parts(state, n) for n in names])
+        return QuantizedLinear(parts, dtype, max_kernel_rows, use_kernels=use_kernels)
 
     for i, module in enumerate(model.model.layers):
         layer = cast(DecoderLayer, module)
@@ -147,7 +150,7 @@ def _install_quantized(
     if head_parts:  # stored quantized: the embedding table is its dequantized weight
         if model.config.tie_word_embeddings:
             state["model.embed_tokens.weight"] = dequantize(head_parts).to(dtype)
-        model.lm_head = QuantizedLinear(head_parts, dtype, max_kernel_rows)
+        model.lm_head = QuantizedLinear(head_parts, dtype, max_kernel_rows, use_kernels=use_kernels)
         return
     # Stored in floating point: a quantized lm_head (in the version's own scheme) computes the
     # logits of few-row steps, the float weight rescores each row's best candidates exactly (an
@@ -158,16 +161,25 @@ def _install_quantized(
         head = state["model.embed_tokens.weight"]
     assert head is not None, "a checkpoint has lm_head.weight or tied embeddings"
     exact = head.to(dtype)
-    model.lm_head = QuantizedLinear(quantize(head, scheme), dtype, max_kernel_rows, dense=exact)
+    model.lm_head = QuantizedLinear(
+        quantize(head, scheme), dtype, max_kernel_rows, dense=exact, use_kernels=use_kernels
+    )
     model.exact_head = exact
 
 
 def load_model(
-    artifact_dir: Path, dtype: torch.dtype = torch.float32, max_kernel_rows: int | None = None
+    artifact_dir: Path,
+    dtype: torch.dtype = torch.float32,
+    max_kernel_rows: int | None = None,
+    use_kernels: bool | None = None,
 ) -> LlamaForCausalLM:
     """Builds the model from a (verified) artifact folder; quantized artifacts get QuantizedLinear
-    projections whose kernel runs for steps of at most `max_kernel_rows` tokens (default: where it
-    is measured faster than the dense matmul)."""
+    projections. use_kernels: run the engine's kernels (engine/kernels.py; default: when they are
+    loaded), fused steps in fp32 and the integer quantized matmuls; without them, PyTorch's own
+    quantized kernel runs steps of at most `max_kernel_rows` tokens (default: where it is measured
+    faster than the dense matmul)."""
+    if use_kernels is None:
+        use_kernels = kernels.loaded()
     cfg = LlamaConfig.from_file(artifact_dir / "config.json")
     with torch.device("meta"):
         model = LlamaForCausalLM(cfg)
@@ -179,7 +191,7 @@ def load_model(
     # quantized parts keep their own dtypes (int codes, fp32 scales) until QuantizedLinear packs them
     state = read_weights(artifact_dir / "model.safetensors", None if quantized else dtype)
     if quantized:
-        _install_quantized(model, state, dtype, max_kernel_rows, scheme)
+        _install_quantized(model, state, dtype, max_kernel_rows, scheme, use_kernels)
     else:
         state = fuse_projections(state, cfg.num_layers)
     state = {k: v.to(dtype) for k, v in state.items()}
@@ -196,4 +208,5 @@ def load_model(
     missing = [n for n, p in model.named_parameters() if p.is_meta]
     if missing:
         raise ValueError(f"weights missing from the artifact: {missing[:5]}")
+    model.fused = use_kernels and dtype == torch.float32
     return model.eval()

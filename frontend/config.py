@@ -110,6 +110,7 @@ class ModelSettings:
     quantization: str = "none"  # weight-only: "none", "int8" (per channel), "int4" (groups of 32)
     scheduler_policy: str = "guaranteed_no_evict"
     fair_share: bool = True  # weighted fair prefill across tenants; false: first come, first served
+    kernels: bool = True  # the engine's CPU kernels (engine/csrc, built at set-up); false: eager PyTorch only
 
 
 @dataclass(slots=True, frozen=True)
@@ -196,8 +197,8 @@ def _check(cfg: PlatformConfig, where: str) -> None:
             raise ConfigError(f"{where}: model {m.alias}: quantization must be none, int8 or int4")
         if m.scheduler_policy not in ("guaranteed_no_evict", "max_utilization"):
             raise ConfigError(f"{where}: model {m.alias}: unknown scheduler_policy {m.scheduler_policy!r}")
-        if not isinstance(m.fair_share, bool):
-            raise ConfigError(f"{where}: model {m.alias}: fair_share must be true or false")
+        if not isinstance(m.fair_share, bool) or not isinstance(m.kernels, bool):
+            raise ConfigError(f"{where}: model {m.alias}: fair_share and kernels must be true or false")
         if m.workers < 1 or m.block_size < 1 or m.max_num_seqs < 1 or m.max_num_batched_tokens < 0:
             raise ConfigError(f"{where}: model {m.alias}: workers, block_size and limits must be positive")
         if "@" in m.alias or not m.alias:

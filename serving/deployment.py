@@ -36,6 +36,7 @@ class ModelDeployment:
     scheduler_policy: str = "guaranteed_no_evict"
     fair_share: bool = True
     intra_op_threads: int = 0  # torch threads of each engine; 0: every CPU the worker may use
+    kernels_library: str = ""  # the engine's compiled kernels (prebuild/kernels.py); "": eager PyTorch
 
     def parameters(self) -> dict[str, str]:
         """The config.pbtxt parameters: every field but the name and the instance count."""
@@ -49,7 +50,8 @@ class ModelDeployment:
     def from_model_config(cls, config: dict[str, Any]) -> ModelDeployment:
         """The deployment a model config (as Triton hands it to the Python backend, JSON-decoded)
         was written from. KeyError or ValueError when a parameter is missing or malformed."""
-        params = {k: v["string_value"] for k, v in config.get("parameters", {}).items()}
+        # an empty string_value is left out of the JSON form (the default of a proto3 string)
+        params = {k: v.get("string_value", "") for k, v in config.get("parameters", {}).items()}
         groups = config.get("instance_group") or [{}]
         values: dict[str, Any] = {"triton_model_name": config["name"]}
         values["instances"] = int(groups[0].get("count", 1))

@@ -73,6 +73,19 @@ def engine_threads(cfg: PlatformConfig, cpus: int | None = None, env: dict[str, 
     return max(1, (cpus - 1) // max(1, engines))
 
 
+def kernels_library(model: ModelSettings) -> str:
+    """The engine's kernels for this machine (compiled once, at set-up or here), or "" when the
+    model runs without them; ConfigError when they cannot be built."""
+    if not model.kernels:
+        return ""
+    from prebuild.kernels import KernelBuildError, ensure_kernels
+
+    try:
+        return str(ensure_kernels())
+    except (KernelBuildError, OSError) as e:
+        raise ConfigError(f"model {model.alias}: {e} (set kernels = false to run without them)") from e
+
+
 def deployment(m: ModelSettings, v: ServedVersion, intra_op_threads: int = 0) -> ModelDeployment:
     return ModelDeployment(
         triton_model_name=v.triton_model_name,
@@ -86,6 +99,7 @@ def deployment(m: ModelSettings, v: ServedVersion, intra_op_threads: int = 0) ->
         scheduler_policy=m.scheduler_policy,
         fair_share=m.fair_share,
         intra_op_threads=intra_op_threads,
+        kernels_library=kernels_library(m),
     )
 
 

@@ -10,6 +10,15 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def engine_kernels() -> str:
+    """The engine's kernels, built for this machine and loaded into the test process: models built
+    here run the fused path, as the workers' do (a test of the eager path passes use_kernels=False)."""
+    from prebuild.kernels import load_kernels
+
+    return load_kernels()
+
+
 @pytest.fixture(scope="session")
 def artifact_dir() -> Path:
     from prebuild.artifact import ensure_artifact

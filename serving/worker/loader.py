@@ -4,8 +4,9 @@ the weights, sizes the step budget, builds the engine and runs the loop (torch_t
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
-from engine import cost_model
+from engine import cost_model, kernels
 from engine.artifact import verify
 from engine.config import DTYPES, resolve_dtype
 from engine.engine import Engine, EngineConfig
@@ -31,6 +32,7 @@ def start_worker(d: ModelDeployment, metrics_api: MetricsApi, log: Log) -> Worke
     dtype = DTYPES[dtype_name]
     threads = d.intra_op_threads or len(os.sched_getaffinity(0))
     torch_thread = TorchThread(threads)
+    isa = torch_thread.call(kernels.load, Path(d.kernels_library)) if d.kernels_library else "none"
     model = torch_thread.call(load_model, d.artifact_dir, dtype)
     budget = d.max_num_batched_tokens or torch_thread.call(_measured_budget, model, dtype_name, log)
     config = EngineConfig(
@@ -58,7 +60,8 @@ def start_worker(d: ModelDeployment, metrics_api: MetricsApi, log: Log) -> Worke
     log.log_info(
         f"model {manifest.version_id} loaded ({dtype_name}, weights {manifest.quantization}, "
         f"{config.num_blocks} KV blocks of {config.block_size}, {config.policy}, "
-        f"{threads} intra-op threads), checksums verified"
+        f"{threads} intra-op threads, kernels {isa}{'' if model.fused else ', eager steps'}), "
+        "checksums verified"
     )
     return adapter
 

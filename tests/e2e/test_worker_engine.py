@@ -90,3 +90,14 @@ async def test_worker_metrics_move_with_traffic(channel, platform: Platform) -> 
     )
     assert after["llm_worker_steps_total"] > before.get("llm_worker_steps_total", 0)
     assert after["llm_worker_sequences:running"] == 0 and after["llm_worker_sequences:waiting"] == 0
+
+
+async def test_the_worker_runs_the_engines_kernels(platform: Platform) -> None:
+    """The served model steps through engine/csrc's fused kernels, not eager PyTorch (set-up built
+    them for this machine; the worker logs what it loaded)."""
+    from engine import kernels
+
+    assert platform.triton is not None
+    log = platform.triton.log_path.read_text(errors="replace")
+    assert f"kernels {kernels.isa()})" in log  # the same build the test process loaded
+    assert "eager steps" not in log

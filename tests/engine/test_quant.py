@@ -10,13 +10,13 @@ from engine.quant import QuantizedLinear, concat_parts, dequantize, quantize, qu
 
 
 def grid_weight(n: int, k: int, group: int = 32, seed: int = 0) -> torch.Tensor:
-    """Weights already on a 4-bit asymmetric grid per group (codes 0 and 15 present in each group),
-    as the GGUF Q4_1 source weights are."""
+    """Weights already on a 4-bit asymmetric grid per group (codes 0 and 15 present in each group,
+    fp16 scales and minimums), as the GGUF Q4_1 source weights are."""
     gen = torch.Generator().manual_seed(seed)
     codes = torch.randint(0, 16, (n, k // group, group), generator=gen).float()
     codes[..., 0], codes[..., 1] = 0, 15
-    scales = torch.rand(n, k // group, 1, generator=gen) * 0.01 + 0.001
-    mins = -torch.rand(n, k // group, 1, generator=gen) * 0.05
+    scales = (torch.rand(n, k // group, 1, generator=gen) * 0.01 + 0.001).half().float()
+    mins = (-torch.rand(n, k // group, 1, generator=gen) * 0.05).half().float()
     return (codes * scales + mins).view(n, k)
 
 

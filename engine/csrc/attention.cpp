@@ -1,0 +1,174 @@
+// Rotary embedding with the paged KV write, and decode attention that reads keys and values
+// through each sequence's block table in place (no gathered copy of its context).
+//
+//   k_cache, v_cache  [num_blocks, block_size, Hkv, D]   (one layer's; float32 or bfloat16)
+//   position p of a sequence lives in block table[p / block_size], slot p % block_size
+//   query head h reads kv head h / (Hq / Hkv)   (grouped-query attention, Hugging Face's repeat_kv)
+#include "common.h"
+
+#include <limits>
+#include <vector>
+
+namespace llm {
+namespace {
+
+template <typename T>
+inline float to_f(T v) {
+  return static_cast<float>(v);
+}
+
+#if LLM_AVX512
+inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 load16(const at::BFloat16* p) {  // bf16 is the high half of an fp32
+  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
+}
+#endif
+
+template <typename T>
+void rope_store_impl(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& ssin, at::Tensor& kc,
+                     at::Tensor& vc, const at::Tensor& slots, int64_t hq, int64_t hkv, at::Tensor& q) {
+  const int64_t t = qkv.size(0), d = cos.size(1), half = d / 2, width = qkv.size(1);
+  const float *src = qkv.data_ptr<float>(), *c = cos.data_ptr<float>(), *s = ssin.data_ptr<float>();
+  const int64_t* slot = slots.data_ptr<int64_t>();
+  T *kp = kc.data_ptr<T>(), *vp = vc.data_ptr<T>();
+  float* qp = q.data_ptr<float>();
+  for (int64_t i = 0; i < t; ++i) {
+    const float *row = src + i * width, *ci = c + i * d, *si = s + i * d;
+    // x * cos + roll(x, D/2) * signed_sin, head by head: q heads, then k heads
+    for (int64_t h = 0; h < hq + hkv; ++h) {
+      const float* x = row + h * d;
+      float* dst = h < hq ? qp + (i * hq + h) * d : nullptr;
+      T* kd = h < hq ? nullptr : kp + (slot[i] * hkv + (h - hq)) * d;
+      for (int64_t j = 0; j < d; ++j) {
+        const float rolled = x[j < half ? j + half : j - half];
+        const float y = x[j] * ci[j] + rolled * si[j];
+        if (dst != nullptr) dst[j] = y;
+        else kd[j] = static_cast<T>(y);
+      }
+    }
+    const float* v = row + (hq + hkv) * d;
+    T* vd = vp + slot[i] * hkv * d;
+    for (int64_t j = 0; j < hkv * d; ++j) vd[j] = static_cast<T>(v[j]);
+  }
+}
+
+template <typename T>
+void decode_impl(const at::Tensor& q, const at::Tensor& kc, const at::Tensor& vc, const at::Tensor& tables,
+                 const at::Tensor& lens, at::Tensor& out) {
+  const int64_t b = q.size(0), hq = q.size(1), d = q.size(2), bs = kc.size(1), hkv = kc.size(2);
+  const int64_t groupsz = hq / hkv, width = tables.size(1);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const float* qp = q.data_ptr<float>();
+  const T *kp = kc.data_ptr<T>(), *vp = vc.data_ptr<T>();
+  const int64_t *tab = tables.data_ptr<int64_t>(), *len = lens.data_ptr<int64_t>();
+  float* op = out.data_ptr<float>();
+  at::parallel_for(0, b * hkv, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> scores;
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t seq = task / hkv, kvh = task % hkv, ctx = len[seq];
+      const float* qs = qp + (seq * hq + kvh * groupsz) * d;  // the group's query heads, [groupsz, D]
+      scores.assign(groupsz * ctx, 0.0f);
+      for (int64_t p = 0; p < ctx; ++p) {
+        const int64_t slot = tab[seq * width + p / bs] * bs + p % bs;
+        const T* k = kp + (slot * hkv + kvh) * d;
+        for (int64_t g = 0; g < groupsz; ++g) {
+          const float* qv = qs + g * d;
+          float dot = 0.0f;
+          int64_t j = 0;
+#if LLM_AVX512
+          __m512 acc = _mm512_setzero_ps();
+          for (; j + 16 <= d; j += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(qv + j), load16(k + j), acc);
+          dot = _mm512_reduce_add_ps(acc);
+#endif
+          for (; j < d; ++j) dot += qv[j] * to_f(k[j]);
+          scores[g * ctx + p] = dot * scale;
+        }
+      }
+      for (int64_t g = 0; g < groupsz; ++g) {  // softmax over the context
+        float* sc = scores.data() + g * ctx;
+        float mx = -std::numeric_limits<float>::infinity(), sum = 0.0f;
+        for (int64_t p = 0; p < ctx; ++p) mx = std::max(mx, sc[p]);
+        int64_t p = 0;
+#if LLM_AVX512
+        const __m512 mv = _mm512_set1_ps(mx);
+        __m512 sv = _mm512_setzero_ps();
+        for (; p + 16 <= ctx; p += 16) {
+          const __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(sc + p), mv));
+          _mm512_storeu_ps(sc + p, e);
+          sv = _mm512_add_ps(sv, e);
+        }
+        sum = _mm512_reduce_add_ps(sv);
+#endif
+        for (; p < ctx; ++p) sum += (sc[p] = std::exp(sc[p] - mx));
+        const float inv = 1.0f / sum;
+        for (int64_t p = 0; p < ctx; ++p) sc[p] *= inv;
+      }
+      float* os = op + (seq * hq + kvh * groupsz) * d;
+      std::fill(os, os + groupsz * d, 0.0f);
+      for (int64_t p = 0; p < ctx; ++p) {
+        const int64_t slot = tab[seq * width + p / bs] * bs + p % bs;
+        const T* v = vp + (slot * hkv + kvh) * d;
+        for (int64_t g = 0; g < groupsz; ++g) {
+          const float w = scores[g * ctx + p];
+          float* o = os + g * d;
+          int64_t j = 0;
+#if LLM_AVX512
+          const __m512 wv = _mm512_set1_ps(w);
+          for (; j + 16 <= d; j += 16)
+            _mm512_storeu_ps(o + j, _mm512_fmadd_ps(wv, load16(v + j), _mm512_loadu_ps(o + j)));
+#endif
+          for (; j < d; ++j) o[j] += w * to_f(v[j]);
+        }
+      }
+    }
+  });
+}
+
+void check_cache(const at::Tensor& kc, const at::Tensor& vc) {
+  TORCH_CHECK(kc.dim() == 4 && kc.is_contiguous() && vc.is_contiguous() && kc.sizes() == vc.sizes() &&
+                  kc.scalar_type() == vc.scalar_type() &&
+                  (kc.scalar_type() == at::kFloat || kc.scalar_type() == at::kBFloat16),
+              "k/v caches must be contiguous [blocks, block_size, Hkv, D] float32 or bfloat16 tensors");
+}
+
+}  // namespace
+
+at::Tensor rope_store(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& ssin, at::Tensor& kc,
+                      at::Tensor& vc, const at::Tensor& slots, int64_t hq, int64_t hkv) {
+  check_f32_2d(qkv, "qkv");
+  check_f32_2d(cos, "cos");
+  check_f32_2d(ssin, "signed_sin");
+  check_cache(kc, vc);
+  const int64_t t = qkv.size(0), d = cos.size(1);
+  TORCH_CHECK(cos.size(0) == t && ssin.sizes() == cos.sizes() && qkv.size(1) == (hq + 2 * hkv) * d &&
+                  kc.size(2) == hkv && kc.size(3) == d && d % 2 == 0,
+              "rope_store: shapes do not agree");
+  TORCH_CHECK(slots.dim() == 1 && slots.size(0) == t && slots.scalar_type() == at::kLong && slots.is_contiguous(),
+              "slots must be a contiguous int64 vector, one per token");
+  at::Tensor q = at::empty({t, hq, d}, qkv.options());
+  if (kc.scalar_type() == at::kFloat) rope_store_impl<float>(qkv, cos, ssin, kc, vc, slots, hq, hkv, q);
+  else rope_store_impl<at::BFloat16>(qkv, cos, ssin, kc, vc, slots, hq, hkv, q);
+  return q;
+}
+
+at::Tensor paged_decode_attention(const at::Tensor& q, const at::Tensor& kc, const at::Tensor& vc,
+                                  const at::Tensor& tables, const at::Tensor& lens) {
+  TORCH_CHECK(q.dim() == 3 && q.scalar_type() == at::kFloat && q.is_contiguous(),
+              "q must be a contiguous [B, Hq, D] float32 tensor");
+  check_cache(kc, vc);
+  TORCH_CHECK(kc.size(3) == q.size(2) && q.size(1) % kc.size(2) == 0, "q and the caches do not agree");
+  TORCH_CHECK(tables.dim() == 2 && tables.size(0) == q.size(0) && tables.scalar_type() == at::kLong &&
+                  tables.is_contiguous() && lens.dim() == 1 && lens.size(0) == q.size(0) &&
+                  lens.scalar_type() == at::kLong && lens.is_contiguous(),
+              "tables [B, W] and lens [B] must be contiguous int64 tensors");
+  const int64_t* len = lens.data_ptr<int64_t>();
+  for (int64_t i = 0; i < q.size(0); ++i)
+    TORCH_CHECK(len[i] >= 1 && len[i] <= tables.size(1) * kc.size(1), "a context length exceeds its table");
+  at::Tensor out = at::empty_like(q);
+  if (kc.scalar_type() == at::kFloat) decode_impl<float>(q, kc, vc, tables, lens, out);
+  else decode_impl<at::BFloat16>(q, kc, vc, tables, lens, out);
+  return out;
+}
+
+}  // namespace llm

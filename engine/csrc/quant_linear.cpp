@@ -1,0 +1,245 @@
+// Weight-only quantized linear layers: y = x @ W^T with W stored as 4-bit codes (a scale and a zero
+// per 32 input channels) or 8-bit codes (a scale per output channel).
+//
+// The activations are quantized on the fly to int16 per group of 32 channels (scale d =
+// max|x| / 32767: a relative rounding error near 1e-5, far below bf16's 4e-3, so greedy choices stay
+// the float model's), and each group's dot product is an integer one (AVX-512 VNNI vpdpwssd: 32
+// multiply-adds an instruction, exact in int32). An int4 weight W = code * scale + min is taken as
+// (code - 8) * scale + zero, zero = min + 8 * scale (in fp32), so the rounding errors meet centred
+// codes and the group's exact float sum carries the zero term:
+//
+//   y[n] = sum_g  scale[n,g] * d[g] * sum_{i in g} (code[n,i] - 8) * q[i]  +  zero[n,g] * sum_{i in g} x[i]
+//   y[n] = scale[n] * sum_g d[g] * sum_{i in g} code[n,i] * q[i]                       (int8)
+//
+// Packed layouts (engine/quant.py `pack_q4` / `pack_q8` write them), for tile t of 16 output rows r,
+// lane r of every 32-bit accumulator being row r (no horizontal sums):
+//
+//   q4  [T, G, 320] bytes, per group g: 4 blocks of 64 bytes, block b holding k = 8b .. 8b+7 of the
+//       group: 32-bit word r = sum_p code[r, 8b+2p] << 4p | code[r, 8b+2p+1] << (16 + 4p), p = 0..3
+//       (so (word >> 4p) & 0x000F000F is the int16 pair of k = 8b+2p, 8b+2p+1), then 16 fp16
+//       scales and 16 fp16 minimums of the tile's rows (a GGUF Q4_1 source's own fp16 values).
+//   q8  [T, G, 512] bytes, per group g: 16 blocks of 32 bytes, block b holding k = 2b, 2b+1:
+//       byte 2r + j = code[r, 2b + j] (signed); one fp32 scale per output row beside it.
+#include "common.h"
+
+#include <vector>
+
+namespace llm {
+namespace {
+
+struct Acts {  // x [M, K] quantized per group of 32 channels
+  std::vector<int16_t> q;     // [M, K]
+  std::vector<float> d;       // [M, G] scale of each group
+  std::vector<float> sum;     // [M, G] exact sum of x over each group
+  std::vector<int32_t> qsum;  // [M, G] sum of q over each group
+};
+
+constexpr float kQMax = 32767.0f;
+
+Acts quantize_acts(const float* x, int64_t m, int64_t k) {
+  const int64_t g = k / kGroup;
+  Acts a{std::vector<int16_t>(m * k), std::vector<float>(m * g), std::vector<float>(m * g),
+         std::vector<int32_t>(m * g)};
+  for (int64_t i = 0; i < m * g; ++i) {
+    const float* src = x + i * kGroup;
+    int16_t* q = a.q.data() + i * kGroup;
+#if LLM_AVX512
+    const __m512 lo = _mm512_loadu_ps(src), hi = _mm512_loadu_ps(src + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi)));
+    const __m512 inv = _mm512_set1_ps(amax > 0.0f ? kQMax / amax : 0.0f);
+    const __m512i qlo = _mm512_cvtps_epi32(_mm512_mul_ps(lo, inv));  // round to nearest even
+    const __m512i qhi = _mm512_cvtps_epi32(_mm512_mul_ps(hi, inv));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), _mm512_cvtsepi32_epi16(qlo));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 16), _mm512_cvtsepi32_epi16(qhi));
+    a.d[i] = amax / kQMax;
+    a.sum[i] = _mm512_reduce_add_ps(_mm512_add_ps(lo, hi));
+    a.qsum[i] = _mm512_reduce_add_epi32(_mm512_add_epi32(qlo, qhi));
+#else
+    float amax = 0.0f, sum = 0.0f;
+    for (int64_t j = 0; j < kGroup; ++j) {
+      amax = std::max(amax, std::fabs(src[j]));
+      sum += src[j];
+    }
+    const float inv = amax > 0.0f ? kQMax / amax : 0.0f;
+    int32_t qsum = 0;
+    for (int64_t j = 0; j < kGroup; ++j) {
+      const float r = std::nearbyint(src[j] * inv);
+      q[j] = static_cast<int16_t>(std::max(-kQMax, std::min(kQMax, r)));
+      qsum += q[j];
+    }
+    a.d[i] = amax / kQMax;
+    a.sum[i] = sum;
+    a.qsum[i] = qsum;
+#endif
+  }
+  return a;
+}
+
+#if LLM_AVX512
+inline __m512i pair(const int16_t* q) {  // q[0], q[1] in every 32-bit lane
+  int32_t v;
+  std::memcpy(&v, q, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// Rows m0 .. m0+MN of x against one tile; out points at y[m0, tile start].
+template <int MN>
+void q4_tile(const uint8_t* tile, int64_t groups, const Acts& a, int64_t m0, int64_t k, float* out,
+             int64_t n, int64_t valid) {
+  __m512 facc[MN];
+  for (int m = 0; m < MN; ++m) facc[m] = _mm512_setzero_ps();
+  const __m512i nibbles = _mm512_set1_epi32(0x000F000F);
+  for (int64_t g = 0; g < groups; ++g) {
+    const uint8_t* blk = tile + g * 320;
+    __m512i acc[MN];
+    for (int m = 0; m < MN; ++m) acc[m] = _mm512_setzero_si512();
+    for (int b = 0; b < 4; ++b) {
+      const __m512i w = _mm512_loadu_si512(blk + b * 64);
+      const __m512i c0 = _mm512_and_si512(w, nibbles);
+      const __m512i c1 = _mm512_and_si512(_mm512_srli_epi32(w, 4), nibbles);
+      const __m512i c2 = _mm512_and_si512(_mm512_srli_epi32(w, 8), nibbles);
+      const __m512i c3 = _mm512_and_si512(_mm512_srli_epi32(w, 12), nibbles);
+      for (int m = 0; m < MN; ++m) {
+        const int16_t* q = a.q.data() + (m0 + m) * k + g * kGroup + b * 8;
+        acc[m] = _mm512_dpwssd_epi32(acc[m], c0, pair(q));
+        acc[m] = _mm512_dpwssd_epi32(acc[m], c1, pair(q + 2));
+        acc[m] = _mm512_dpwssd_epi32(acc[m], c2, pair(q + 4));
+        acc[m] = _mm512_dpwssd_epi32(acc[m], c3, pair(q + 6));
+      }
+    }
+    const __m512 scale = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 256)));
+    const __m512 mins = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 288)));
+    const __m512 zeros = _mm512_fmadd_ps(_mm512_set1_ps(8.0f), scale, mins);  // in fp32: exact
+    for (int m = 0; m < MN; ++m) {  // centred codes: sum (code - 8) * q = sum code * q - 8 sum q
+      const int64_t ag = (m0 + m) * groups + g;
+      const __m512i centred = _mm512_sub_epi32(acc[m], _mm512_set1_epi32(8 * a.qsum[ag]));
+      const __m512 sd = _mm512_mul_ps(scale, _mm512_set1_ps(a.d[ag]));
+      facc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(centred), sd, facc[m]);
+      facc[m] = _mm512_fmadd_ps(zeros, _mm512_set1_ps(a.sum[ag]), facc[m]);
+    }
+  }
+  const __mmask16 mask = valid >= kTile ? 0xFFFF : static_cast<__mmask16>((1u << valid) - 1);
+  for (int m = 0; m < MN; ++m) _mm512_mask_storeu_ps(out + m * n, mask, facc[m]);
+}
+
+template <int MN>
+void q8_tile(const uint8_t* tile, int64_t groups, const Acts& a, int64_t m0, int64_t k,
+             const float* scales, float* out, int64_t n, int64_t valid) {
+  __m512 facc[MN];
+  for (int m = 0; m < MN; ++m) facc[m] = _mm512_setzero_ps();
+  for (int64_t g = 0; g < groups; ++g) {
+    const uint8_t* blk = tile + g * 512;
+    __m512i acc[MN];
+    for (int m = 0; m < MN; ++m) acc[m] = _mm512_setzero_si512();
+    for (int b = 0; b < 16; ++b) {
+      const __m512i w = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + b * 32)));
+      for (int m = 0; m < MN; ++m)
+        acc[m] = _mm512_dpwssd_epi32(acc[m], w, pair(a.q.data() + (m0 + m) * k + g * kGroup + b * 2));
+    }
+    for (int m = 0; m < MN; ++m) {
+      const float d = a.d[(m0 + m) * groups + g];
+      facc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[m]), _mm512_set1_ps(d), facc[m]);
+    }
+  }
+  const __mmask16 mask = valid >= kTile ? 0xFFFF : static_cast<__mmask16>((1u << valid) - 1);
+  const __m512 s = _mm512_maskz_loadu_ps(mask, scales);
+  for (int m = 0; m < MN; ++m) _mm512_mask_storeu_ps(out + m * n, mask, _mm512_mul_ps(facc[m], s));
+}
+#endif
+
+// The same sums, one row and one code at a time.
+void q4_tile_scalar(const uint8_t* tile, int64_t groups, const Acts& a, int64_t row, int64_t k,
+                    float* out, int64_t valid) {
+  for (int64_t r = 0; r < valid; ++r) {
+    float y = 0.0f;
+    for (int64_t g = 0; g < groups; ++g) {
+      const uint8_t* blk = tile + g * 320;
+      const int16_t* q = a.q.data() + row * k + g * kGroup;
+      int32_t dot = 0;
+      for (int b = 0; b < 4; ++b) {
+        uint32_t word;
+        std::memcpy(&word, blk + b * 64 + r * 4, 4);
+        for (int p = 0; p < 4; ++p) {
+          dot += (static_cast<int32_t>((word >> (4 * p)) & 0xF) - 8) * q[b * 8 + 2 * p];
+          dot += (static_cast<int32_t>((word >> (16 + 4 * p)) & 0xF) - 8) * q[b * 8 + 2 * p + 1];
+        }
+      }
+      const at::Half* meta = reinterpret_cast<const at::Half*>(blk + 256);
+      const int64_t ag = row * groups + g;
+      const float scale = static_cast<float>(meta[r]), zero = 8.0f * scale + static_cast<float>(meta[16 + r]);
+      y += scale * a.d[ag] * static_cast<float>(dot) + zero * a.sum[ag];
+    }
+    out[r] = y;
+  }
+}
+
+void q8_tile_scalar(const uint8_t* tile, int64_t groups, const Acts& a, int64_t row, int64_t k,
+                    const float* scales, float* out, int64_t valid) {
+  for (int64_t r = 0; r < valid; ++r) {
+    float y = 0.0f;
+    for (int64_t g = 0; g < groups; ++g) {
+      const int8_t* blk = reinterpret_cast<const int8_t*>(tile + g * 512);
+      const int16_t* q = a.q.data() + row * k + g * kGroup;
+      int32_t dot = 0;
+      for (int b = 0; b < 16; ++b)
+        for (int j = 0; j < 2; ++j) dot += static_cast<int32_t>(blk[b * 32 + r * 2 + j]) * q[b * 2 + j];
+      y += a.d[row * groups + g] * static_cast<float>(dot);
+    }
+    out[r] = y * scales[r];
+  }
+}
+
+enum class Scheme { kInt4, kInt8 };
+
+at::Tensor quantized_linear(Scheme scheme, const at::Tensor& x, const at::Tensor& packed,
+                            const at::Tensor* scales, int64_t n) {
+  check_f32_2d(x, "x");
+  const int64_t m = x.size(0), k = x.size(1), tiles = (n + kTile - 1) / kTile, groups = k / kGroup;
+  const int64_t tile_bytes = groups * (scheme == Scheme::kInt4 ? 320 : 512);
+  TORCH_CHECK(k % kGroup == 0, "in_features must be a multiple of ", kGroup);
+  TORCH_CHECK(packed.scalar_type() == at::kByte && packed.is_contiguous() &&
+                  packed.numel() == tiles * tile_bytes,
+              "packed weight does not match ", n, " x ", k);
+  const Acts a = quantize_acts(x.data_ptr<float>(), m, k);
+  at::Tensor y = at::empty({m, n}, x.options());
+  const uint8_t* w = packed.data_ptr<uint8_t>();
+  const float* s = scales != nullptr ? scales->data_ptr<float>() : nullptr;
+  float* out = y.data_ptr<float>();
+  at::parallel_for(0, tiles, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const uint8_t* tile = w + t * tile_bytes;
+      const int64_t n0 = t * kTile, valid = std::min(kTile, n - n0);
+#if LLM_AVX512
+      int64_t m0 = 0;
+      for (; m0 + 4 <= m; m0 += 4) {
+        if (scheme == Scheme::kInt4) q4_tile<4>(tile, groups, a, m0, k, out + m0 * n + n0, n, valid);
+        else q8_tile<4>(tile, groups, a, m0, k, s + n0, out + m0 * n + n0, n, valid);
+      }
+      for (; m0 < m; ++m0) {
+        if (scheme == Scheme::kInt4) q4_tile<1>(tile, groups, a, m0, k, out + m0 * n + n0, n, valid);
+        else q8_tile<1>(tile, groups, a, m0, k, s + n0, out + m0 * n + n0, n, valid);
+      }
+#else
+      for (int64_t row = 0; row < m; ++row) {
+        if (scheme == Scheme::kInt4) q4_tile_scalar(tile, groups, a, row, k, out + row * n + n0, valid);
+        else q8_tile_scalar(tile, groups, a, row, k, s + n0, out + row * n + n0, valid);
+      }
+#endif
+    }
+  });
+  return y;
+}
+
+}  // namespace
+
+at::Tensor q4_linear(const at::Tensor& x, const at::Tensor& packed, int64_t n) {
+  return quantized_linear(Scheme::kInt4, x, packed, nullptr, n);
+}
+
+at::Tensor q8_linear(const at::Tensor& x, const at::Tensor& packed, const at::Tensor& scales) {
+  TORCH_CHECK(scales.scalar_type() == at::kFloat && scales.dim() == 1 && scales.is_contiguous(),
+              "scales must be a contiguous 1-d float32 tensor");
+  return quantized_linear(Scheme::kInt8, x, packed, &scales, scales.size(0));
+}
+
+}  // namespace llm

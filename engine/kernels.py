@@ -1,0 +1,38 @@
+"""The engine's CPU kernels (engine/csrc/, built by prebuild/kernels.py) as `torch.ops.llm.*`.
+
+`load(path)` registers the library once per process; `loaded()` says whether it is. The model and
+the quantized layers pick their code path when they are built (engine/weights.py `load_model`): with
+the kernels, decode steps run fused norms, rotary with the KV write, paged decode attention and
+integer-dot quantized matmuls; without them, the same model runs on eager PyTorch alone.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import torch
+
+_lock = threading.Lock()
+_loaded: Path | None = None
+
+
+def load(path: Path) -> str:
+    """Registers the library at `path` (again: nothing) and returns the code path it was built
+    with ("avx512-vnni" or "scalar"). ValueError when another library is already loaded."""
+    global _loaded
+    with _lock:
+        if _loaded is None:
+            torch.ops.load_library(str(path))  # type: ignore[no-untyped-call]
+            _loaded = path
+        elif _loaded != path:
+            raise ValueError(f"kernels already loaded from {_loaded}, not {path}")
+    return isa()
+
+
+def loaded() -> bool:
+    return _loaded is not None
+
+
+def isa() -> str:
+    return str(torch.ops.llm.isa()) if _loaded is not None else "none"

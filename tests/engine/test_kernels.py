@@ -1,0 +1,145 @@
+"""The engine's CPU kernels (engine/csrc, loaded by tests/conftest.py) against their PyTorch
+definitions: the quantized matmuls against x @ dequant(W)^T in float64, the fused norms, rotary with
+the KV write, and paged decode attention against SDPA over the gathered context."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from engine import kernels
+from engine.model import apply_rotary
+from engine.quant import QuantizedLinear, dequantize, pack_q4, pack_q8, quantize_int4, quantize_int8
+
+ops = torch.ops.llm
+
+
+def rel_err(got: torch.Tensor, ref: torch.Tensor) -> float:
+    return float((got.double() - ref.double()).norm() / ref.double().norm())
+
+
+def test_the_library_is_loaded_with_the_code_path_asked_for() -> None:
+    assert kernels.loaded()
+    portable = os.environ.get("LLM_KERNELS_MARCH", "native") != "native"  # tests/prebuild/test_kernels.py
+    assert kernels.isa() == "scalar" if portable else kernels.isa() in ("avx512-vnni", "scalar")
+
+
+@pytest.mark.parametrize("scheme", ["int4", "int8"])
+@pytest.mark.parametrize(("n", "k"), [(96, 64), (40, 96), (16, 32)])
+@pytest.mark.parametrize("m", [1, 3, 4, 9])
+def test_quantized_matmul_is_x_times_the_dequantized_weight(scheme: str, n: int, k: int, m: int) -> None:
+    gen = torch.Generator().manual_seed(n * 1000 + k + m)
+    w = torch.randn(n, k, generator=gen) * 0.05
+    x = torch.randn(m, k, generator=gen) * 3
+    parts = quantize_int4(w) if scheme == "int4" else quantize_int8(w)
+    ref = x.double() @ dequantize(parts).double().T
+    if scheme == "int4":
+        got = ops.q4_linear(x, pack_q4(parts), n)
+    else:
+        got = ops.q8_linear(x, pack_q8(parts), parts["scales"])
+    assert got.shape == (m, n) and got.dtype == torch.float32
+    # int16 activations per 32 channels: about 2e-5; bf16 activations would be about 2e-3
+    assert rel_err(got, ref) < 1e-4
+
+
+def test_quantized_matmul_of_zero_rows_and_zero_groups() -> None:
+    w = torch.randn(32, 64) * 0.1
+    x = torch.zeros(2, 64)
+    x[1, 32:] = torch.linspace(-1, 1, 32)  # row 0 all zero; row 1's first group all zero
+    parts = quantize_int4(w)
+    got = ops.q4_linear(x, pack_q4(parts), 32)
+    ref = x.double() @ dequantize(parts).double().T
+    assert torch.equal(got[0], torch.zeros(32))
+    assert rel_err(got[1], ref[1]) < 1e-4
+
+
+def test_quantized_matmul_refuses_what_does_not_match_its_packing() -> None:
+    parts = quantize_int4(torch.randn(32, 64))
+    packed = pack_q4(parts)
+    with pytest.raises(RuntimeError, match="multiple of 32"):
+        ops.q4_linear(torch.randn(1, 48), packed, 32)
+    with pytest.raises(RuntimeError, match="does not match"):
+        ops.q4_linear(torch.randn(1, 64), packed, 48)
+    with pytest.raises(RuntimeError, match="float32"):
+        ops.q4_linear(torch.randn(1, 64, dtype=torch.float64), packed, 32)
+
+
+@pytest.mark.parametrize("scheme", ["int4", "int8"])
+def test_quantized_linear_with_and_without_the_kernels_agree(scheme: str) -> None:
+    w = torch.randn(64, 96) * 0.05
+    parts = quantize_int4(w) if scheme == "int4" else quantize_int8(w)
+    fast = QuantizedLinear(parts, torch.float32, max_kernel_rows=4, use_kernels=True)
+    eager = QuantizedLinear(parts, torch.float32, max_kernel_rows=4, use_kernels=False)
+    assert fast.packed is not None and eager.packed is None and fast.in_features == eager.in_features == 96
+    for rows in (1, 16):  # eager: its bf16 kernel, then its dense copy
+        x = torch.randn(rows, 96)
+        assert rel_err(fast(x), eager(x)) < 1e-2
+
+
+def test_rms_norm_and_the_residual_add_fused_into_it() -> None:
+    x, r, w = torch.randn(5, 576), torch.randn(5, 576), torch.rand(576) + 0.5
+    torch.testing.assert_close(ops.rms_norm(x, w, 1e-5), F.rms_norm(x, (576,), w, eps=1e-5))
+    stream = x.clone()
+    normed = ops.add_rms_norm(stream, r, w, 1e-5)
+    torch.testing.assert_close(stream, x + r)  # the residual stream, updated in place
+    torch.testing.assert_close(normed, F.rms_norm(x + r, (576,), w, eps=1e-5))
+
+
+def test_silu_mul_of_the_gate_and_up_halves() -> None:
+    gu = torch.randn(3, 2 * 1544) * 4  # not a multiple of 16: the vector loop's tail
+    gu[0, :8] = torch.tensor([-100.0, -88.0, -30.0, 0.0, 30.0, 88.0, 100.0, 1e-3])
+    gate, up = gu.chunk(2, dim=-1)
+    torch.testing.assert_close(ops.silu_mul(gu), F.silu(gate) * up, rtol=2e-6, atol=1e-6)
+
+
+def cache_pair(blocks: int, bs: int, hkv: int, d: int, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+    return tuple(torch.zeros(blocks, bs, hkv, d, dtype=dtype) for _ in "kv")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rope_store_rotates_q_and_k_and_writes_k_and_v_into_their_slots(dtype: torch.dtype) -> None:
+    t, hq, hkv, d = 4, 6, 2, 64
+    qkv = torch.randn(t, (hq + 2 * hkv) * d)
+    freqs = torch.arange(t).float()[:, None] * (1.0 / 10000 ** (torch.arange(0, d, 2).float() / d))[None]
+    cos = torch.cat((freqs.cos(), freqs.cos()), dim=-1)
+    sin = torch.cat((-freqs.sin(), freqs.sin()), dim=-1)
+    kc, vc = cache_pair(3, 4, hkv, d, dtype)
+    slots = torch.tensor([5, 0, 11, 6])
+    q = ops.rope_store(qkv, cos, sin, kc, vc, slots, hq, hkv)
+    heads = qkv.view(t, hq + 2 * hkv, d)
+    torch.testing.assert_close(q, apply_rotary(heads[:, :hq], cos, sin))
+    k_ref, v_ref = apply_rotary(heads[:, hq : hq + hkv], cos, sin), heads[:, hq + hkv :]
+    torch.testing.assert_close(kc.view(-1, hkv, d)[slots], k_ref.to(dtype))
+    torch.testing.assert_close(vc.view(-1, hkv, d)[slots], v_ref.to(dtype))
+    untouched = torch.ones(12, dtype=torch.bool)
+    untouched[slots] = False
+    assert not kc.view(-1, hkv, d)[untouched].any() and not vc.view(-1, hkv, d)[untouched].any()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_paged_decode_attention_reads_each_context_through_its_block_table(dtype: torch.dtype) -> None:
+    hq, hkv, d, bs = 9, 3, 64, 4
+    kc = torch.randn(16, bs, hkv, d).to(dtype)
+    vc = torch.randn(16, bs, hkv, d).to(dtype)
+    tables = torch.tensor([[7, 2, 9, 0], [3, 0, 0, 0], [15, 14, 1, 4]])  # padded with block 0
+    lens = torch.tensor([10, 1, 16])
+    q = torch.randn(3, hq, d)
+    out = ops.paged_decode_attention(q, kc, vc, tables, lens)
+    for b in range(3):
+        n = int(lens[b])
+        keys = kc[tables[b]].reshape(-1, hkv, d)[:n].float().transpose(0, 1)[None]  # [1, Hkv, n, D]
+        vals = vc[tables[b]].reshape(-1, hkv, d)[:n].float().transpose(0, 1)[None]
+        ref = F.scaled_dot_product_attention(q[b][None, :, None], keys, vals, enable_gqa=True)
+        torch.testing.assert_close(out[b], ref[0, :, 0], rtol=1e-5, atol=1e-5)
+
+
+def test_paged_decode_attention_refuses_a_context_longer_than_its_table() -> None:
+    kc, vc = cache_pair(4, 4, 1, 16, torch.float32)
+    q, table = torch.randn(1, 2, 16), torch.tensor([[0, 1]])
+    with pytest.raises(RuntimeError, match="exceeds its table"):
+        ops.paged_decode_attention(q, kc, vc, table, torch.tensor([9]))
+    with pytest.raises(RuntimeError, match="int64"):
+        ops.paged_decode_attention(q, kc, vc, table.int(), torch.tensor([2]))
