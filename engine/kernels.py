@@ -34,5 +34,15 @@ def loaded() -> bool:
     return _loaded is not None
 
 
+def set_threads(threads: int) -> None:
+    """Threads of the kernels' own work-claiming pool (engine/csrc/pool.h), the caller included;
+    torch's intra-op threads are separate."""
+    torch.ops.llm.set_num_threads(max(1, threads))
+
+
+def threads() -> int:
+    return int(torch.ops.llm.get_num_threads()) if _loaded is not None else 0
+
+
 def isa() -> str:
     return str(torch.ops.llm.isa()) if _loaded is not None else "none"

@@ -190,7 +190,11 @@ class LlamaForCausalLM(nn.Module):
         RESCORE highest logits are replaced by exact ones, so greedy choices are the float head's."""
         logits: torch.Tensor = self.lm_head(hidden).float()
         if self.exact_head is not None:
-            top = logits.topk(RESCORE, dim=-1).indices  # [N, RESCORE]
+            top = (  # [N, RESCORE]
+                torch.ops.llm.topk_indices(logits, RESCORE)
+                if self.fused
+                else logits.topk(RESCORE, dim=-1).indices
+            )
             rows = self.exact_head[top].float()  # [N, RESCORE, hidden]
             logits.scatter_(1, top, torch.einsum("nd,nkd->nk", hidden.float(), rows))
         return logits

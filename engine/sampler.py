@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from contracts.sampling import TOP_K_OFF, TOP_P_OFF
+from engine import kernels
 from engine.sequence import SamplingParams, Sequence
 
 
@@ -43,8 +44,12 @@ def sample_batch(seqs: Seq[Sequence], logits: torch.Tensor) -> Sampled:
     failed: dict[str, str] = {}
     if not seqs:
         return Sampled(tokens, failed)
-    usable = _usable_rows(logits).tolist()  # [S]
-    greedy = torch.argmax(logits, dim=-1).tolist()  # [S]
+    if kernels.loaded():  # one pass over each row (engine/csrc/sampling.cpp)
+        best, ok = torch.ops.llm.argmax_usable(logits.float().contiguous())
+        greedy, usable = best.tolist(), ok.tolist()  # [S], [S]
+    else:
+        usable = _usable_rows(logits).tolist()
+        greedy = torch.argmax(logits, dim=-1).tolist()
     for i, seq in enumerate(seqs):
         params = seq.request.sampling
         try:

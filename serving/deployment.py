@@ -37,6 +37,7 @@ class ModelDeployment:
     fair_share: bool = True
     intra_op_threads: int = 0  # torch threads of each engine; 0: every CPU the worker may use
     kernels_library: str = ""  # the engine's compiled kernels (prebuild/kernels.py); "": eager PyTorch
+    kernel_threads: int = 0  # threads of the kernels' work-claiming pool; 0: every CPU the worker may use
 
     def parameters(self) -> dict[str, str]:
         """The config.pbtxt parameters: every field but the name and the instance count."""

@@ -5,6 +5,7 @@
 //   position p of a sequence lives in block table[p / block_size], slot p % block_size
 //   query head h reads kv head h / (Hq / Hkv)   (grouped-query attention, Hugging Face's repeat_kv)
 #include "common.h"
+#include "pool.h"
 
 #include <limits>
 #include <vector>
@@ -63,7 +64,7 @@ void decode_impl(const at::Tensor& q, const at::Tensor& kc, const at::Tensor& vc
   const T *kp = kc.data_ptr<T>(), *vp = vc.data_ptr<T>();
   const int64_t *tab = tables.data_ptr<int64_t>(), *len = lens.data_ptr<int64_t>();
   float* op = out.data_ptr<float>();
-  at::parallel_for(0, b * hkv, 1, [&](int64_t begin, int64_t end) {
+  Pool::get().for_each(b * hkv, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> scores;
     for (int64_t task = begin; task < end; ++task) {
       const int64_t seq = task / hkv, kvh = task % hkv, ctx = len[seq];

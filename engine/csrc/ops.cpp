@@ -2,6 +2,7 @@
 #include <torch/library.h>
 
 #include "common.h"
+#include "pool.h"
 
 namespace llm {
 at::Tensor q4_linear(const at::Tensor& x, const at::Tensor& packed, int64_t n);
@@ -13,13 +14,21 @@ at::Tensor rope_store(const at::Tensor& qkv, const at::Tensor& cos, const at::Te
                       at::Tensor& vc, const at::Tensor& slots, int64_t hq, int64_t hkv);
 at::Tensor paged_decode_attention(const at::Tensor& q, const at::Tensor& kc, const at::Tensor& vc,
                                   const at::Tensor& tables, const at::Tensor& lens);
+std::tuple<at::Tensor, at::Tensor> argmax_usable(const at::Tensor& logits);
+at::Tensor topk_indices(const at::Tensor& logits, int64_t k);
 
 // Which code paths this build has (engine/kernels.py reports it).
 std::string isa() { return LLM_AVX512 ? "avx512-vnni" : "scalar"; }
+
+// Threads of the kernels' own pool (pool.h), the caller included; torch's threads are separate.
+void set_num_threads(int64_t threads) { Pool::get().set_threads(static_cast<int>(threads)); }
+int64_t get_num_threads() { return Pool::get().threads(); }
 }  // namespace llm
 
 TORCH_LIBRARY(llm, m) {
   m.def("isa() -> str", &llm::isa);
+  m.def("set_num_threads(int threads) -> ()", &llm::set_num_threads);
+  m.def("get_num_threads() -> int", &llm::get_num_threads);
   m.def("q4_linear(Tensor x, Tensor packed, int n) -> Tensor");
   m.def("q8_linear(Tensor x, Tensor packed, Tensor scales) -> Tensor");
   m.def("rms_norm(Tensor x, Tensor weight, float eps) -> Tensor");
@@ -29,6 +38,8 @@ TORCH_LIBRARY(llm, m) {
       "rope_store(Tensor qkv, Tensor cos, Tensor signed_sin, Tensor(a!) k_cache, Tensor(b!) v_cache, "
       "Tensor slots, int num_heads, int num_kv_heads) -> Tensor");
   m.def("paged_decode_attention(Tensor q, Tensor k_cache, Tensor v_cache, Tensor tables, Tensor lens) -> Tensor");
+  m.def("argmax_usable(Tensor logits) -> (Tensor, Tensor)");
+  m.def("topk_indices(Tensor logits, int k) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(llm, CPU, m) {
@@ -39,4 +50,6 @@ TORCH_LIBRARY_IMPL(llm, CPU, m) {
   m.impl("silu_mul", &llm::silu_mul);
   m.impl("rope_store", &llm::rope_store);
   m.impl("paged_decode_attention", &llm::paged_decode_attention);
+  m.impl("argmax_usable", &llm::argmax_usable);
+  m.impl("topk_indices", &llm::topk_indices);
 }

@@ -21,6 +21,7 @@
 //   q8  [T, G, 512] bytes, per group g: 16 blocks of 32 bytes, block b holding k = 2b, 2b+1:
 //       byte 2r + j = code[r, 2b + j] (signed); one fp32 scale per output row beside it.
 #include "common.h"
+#include "pool.h"
 
 #include <vector>
 
@@ -35,6 +36,10 @@ struct Acts {  // x [M, K] quantized per group of 32 channels
 };
 
 constexpr float kQMax = 32767.0f;
+// Weights are read once per step from memory, in order: prefetching this far ahead kept the
+// single-thread stream at 9-14 GB/s where the hardware prefetcher alone gave 6.5-7.5 (2 cores,
+// 84 MB of int4 layers; 1 KiB and 16 KiB measured a little slower).
+constexpr int64_t kPrefetch = 4096;
 
 Acts quantize_acts(const float* x, int64_t m, int64_t k) {
   const int64_t g = k / kGroup;
@@ -91,6 +96,7 @@ void q4_tile(const uint8_t* tile, int64_t groups, const Acts& a, int64_t m0, int
   const __m512i nibbles = _mm512_set1_epi32(0x000F000F);
   for (int64_t g = 0; g < groups; ++g) {
     const uint8_t* blk = tile + g * 320;
+    for (int l = 0; l < 320; l += 64) _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch + l), _MM_HINT_T0);
     __m512i acc[MN];
     for (int m = 0; m < MN; ++m) acc[m] = _mm512_setzero_si512();
     for (int b = 0; b < 4; ++b) {
@@ -129,6 +135,7 @@ void q8_tile(const uint8_t* tile, int64_t groups, const Acts& a, int64_t m0, int
   for (int m = 0; m < MN; ++m) facc[m] = _mm512_setzero_ps();
   for (int64_t g = 0; g < groups; ++g) {
     const uint8_t* blk = tile + g * 512;
+    for (int l = 0; l < 512; l += 64) _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch + l), _MM_HINT_T0);
     __m512i acc[MN];
     for (int m = 0; m < MN; ++m) acc[m] = _mm512_setzero_si512();
     for (int b = 0; b < 16; ++b) {
@@ -205,7 +212,9 @@ at::Tensor quantized_linear(Scheme scheme, const at::Tensor& x, const at::Tensor
   const uint8_t* w = packed.data_ptr<uint8_t>();
   const float* s = scales != nullptr ? scales->data_ptr<float>() : nullptr;
   float* out = y.data_ptr<float>();
-  at::parallel_for(0, tiles, 1, [&](int64_t begin, int64_t end) {
+  // chunks of tiles: about 16 KiB of weights each, the work a preempted thread may hold up
+  const int64_t grain = std::max<int64_t>(1, 16384 / tile_bytes);
+  Pool::get().for_each(tiles, grain, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       const uint8_t* tile = w + t * tile_bytes;
       const int64_t n0 = t * kTile, valid = std::min(kTile, n - n0);

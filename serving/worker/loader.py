@@ -33,6 +33,9 @@ def start_worker(d: ModelDeployment, metrics_api: MetricsApi, log: Log) -> Worke
     threads = d.intra_op_threads or len(os.sched_getaffinity(0))
     torch_thread = TorchThread(threads)
     isa = torch_thread.call(kernels.load, Path(d.kernels_library)) if d.kernels_library else "none"
+    kernel_threads = d.kernel_threads or len(os.sched_getaffinity(0))
+    if d.kernels_library:
+        torch_thread.call(kernels.set_threads, kernel_threads)
     model = torch_thread.call(load_model, d.artifact_dir, dtype)
     budget = d.max_num_batched_tokens or torch_thread.call(_measured_budget, model, dtype_name, log)
     config = EngineConfig(
@@ -60,7 +63,8 @@ def start_worker(d: ModelDeployment, metrics_api: MetricsApi, log: Log) -> Worke
     log.log_info(
         f"model {manifest.version_id} loaded ({dtype_name}, weights {manifest.quantization}, "
         f"{config.num_blocks} KV blocks of {config.block_size}, {config.policy}, "
-        f"{threads} intra-op threads, kernels {isa}{'' if model.fused else ', eager steps'}), "
+        f"{threads} intra-op threads, kernels {isa} on {kernel_threads} threads"
+        f"{'' if model.fused else ', eager steps'}), "
         "checksums verified"
     )
     return adapter

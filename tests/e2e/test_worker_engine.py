@@ -99,5 +99,5 @@ async def test_the_worker_runs_the_engines_kernels(platform: Platform) -> None:
 
     assert platform.triton is not None
     log = platform.triton.log_path.read_text(errors="replace")
-    assert f"kernels {kernels.isa()})" in log  # the same build the test process loaded
+    assert f"kernels {kernels.isa()} on " in log  # the same build the test process loaded
     assert "eager steps" not in log

@@ -143,3 +143,71 @@ def test_paged_decode_attention_refuses_a_context_longer_than_its_table() -> Non
         ops.paged_decode_attention(q, kc, vc, table, torch.tensor([9]))
     with pytest.raises(RuntimeError, match="int64"):
         ops.paged_decode_attention(q, kc, vc, table.int(), torch.tensor([2]))
+
+
+def test_the_kernels_own_threads_give_bit_identical_results() -> None:
+    """Work is split by output tile and by (sequence, kv head): no sum crosses a chunk, so the
+    pool's thread count cannot change a result, only how fast it comes."""
+    gen = torch.Generator().manual_seed(7)
+    parts = quantize_int4(torch.randn(3072, 576, generator=gen) * 0.05)
+    packed, x = pack_q4(parts), torch.randn(5, 576, generator=gen)
+    kc, vc = (torch.randn(64, 16, 3, 64, generator=gen) for _ in "kv")
+    tables = torch.randperm(64, generator=gen)[:60].view(4, 15)
+    lens, q = torch.tensor([240, 17, 100, 1]), torch.randn(4, 9, 64, generator=gen)
+    before = ops.get_num_threads()
+    try:
+        results = []
+        for threads in (1, 2, 3):
+            ops.set_num_threads(threads)
+            assert ops.get_num_threads() == threads
+            attention = ops.paged_decode_attention(q, kc, vc, tables, lens)
+            results.append((ops.q4_linear(x, packed, 3072), attention))
+        for got in results[1:]:
+            assert torch.equal(got[0], results[0][0]) and torch.equal(got[1], results[0][1])
+    finally:
+        ops.set_num_threads(before)
+
+
+def test_the_pool_survives_many_jobs_and_thread_changes() -> None:
+    """Helpers started, stopped and restarted between jobs of every size (a helper that starts late,
+    after a stop, once slept forever): every result stays the single-thread one."""
+    gen = torch.Generator().manual_seed(11)
+    parts = quantize_int4(torch.randn(320, 64, generator=gen))
+    packed = pack_q4(parts)
+    xs = [torch.randn(m, 64, generator=gen) for m in (1, 2, 7)]
+    ops.set_num_threads(1)
+    expected = [ops.q4_linear(x, packed, 320) for x in xs]
+    try:
+        for round_ in range(60):
+            ops.set_num_threads(1 + round_ % 3)
+            for x, want in zip(xs, expected, strict=True):
+                assert torch.equal(ops.q4_linear(x, packed, 320), want)
+    finally:
+        ops.set_num_threads(1)
+
+
+def test_argmax_and_usable_rows_in_one_pass() -> None:
+    gen = torch.Generator().manual_seed(3)
+    logits = torch.randn(7, 1000, generator=gen)
+    logits[0, 17] = logits[0, 900] = 50.0  # a tie: the first index wins, as in torch.argmax
+    logits[1, 5] = float("nan")
+    logits[2, 999] = float("inf")  # +inf: unusable
+    logits[3] = float("-inf")  # nothing finite: unusable
+    logits[4, :500] = float("-inf")  # -inf marks tokens never drawn: still usable
+    logits[5, 999] = 60.0  # the maximum in the tail past the last full 16
+    best, usable = ops.argmax_usable(logits)
+    assert usable.tolist() == [True, False, False, False, True, True, True]
+    ok = usable.nonzero().flatten()
+    assert torch.equal(best[ok], logits[ok].argmax(dim=-1))
+    assert int(best[0]) == 17 and int(best[5]) == 999
+
+
+def test_topk_indices_are_the_largest_values_largest_first() -> None:
+    gen = torch.Generator().manual_seed(5)
+    logits = torch.randn(4, 49152, generator=gen)
+    logits[1, 7] = float("nan")  # never counted
+    got = ops.topk_indices(logits, 8)
+    clean = logits.nan_to_num(nan=float("-inf"))
+    assert torch.equal(got, clean.topk(8, dim=-1).indices)
+    with pytest.raises(RuntimeError, match="k must be"):
+        ops.topk_indices(logits, 0)
