@@ -37,15 +37,15 @@ void rope_store_impl(const at::Tensor& qkv, const at::Tensor& cos, const at::Ten
   for (int64_t i = 0; i < t; ++i) {
     const float *row = src + i * width, *ci = c + i * d, *si = s + i * d;
     // x * cos + roll(x, D/2) * signed_sin, head by head: q heads, then k heads
+    float rotated[512];  // one head: D <= 512 (checked)
     for (int64_t h = 0; h < hq + hkv; ++h) {
       const float* x = row + h * d;
-      float* dst = h < hq ? qp + (i * hq + h) * d : nullptr;
-      T* kd = h < hq ? nullptr : kp + (slot[i] * hkv + (h - hq)) * d;
-      for (int64_t j = 0; j < d; ++j) {
-        const float rolled = x[j < half ? j + half : j - half];
-        const float y = x[j] * ci[j] + rolled * si[j];
-        if (dst != nullptr) dst[j] = y;
-        else kd[j] = static_cast<T>(y);
+      float* dst = h < hq ? qp + (i * hq + h) * d : rotated;
+      for (int64_t j = 0; j < half; ++j) dst[j] = x[j] * ci[j] + x[j + half] * si[j];  // (vectorized)
+      for (int64_t j = half; j < d; ++j) dst[j] = x[j] * ci[j] + x[j - half] * si[j];
+      if (h >= hq) {
+        T* kd = kp + (slot[i] * hkv + (h - hq)) * d;
+        for (int64_t j = 0; j < d; ++j) kd[j] = static_cast<T>(rotated[j]);
       }
     }
     const float* v = row + (hq + hkv) * d;
@@ -143,7 +143,7 @@ at::Tensor rope_store(const at::Tensor& qkv, const at::Tensor& cos, const at::Te
   check_cache(kc, vc);
   const int64_t t = qkv.size(0), d = cos.size(1);
   TORCH_CHECK(cos.size(0) == t && ssin.sizes() == cos.sizes() && qkv.size(1) == (hq + 2 * hkv) * d &&
-                  kc.size(2) == hkv && kc.size(3) == d && d % 2 == 0,
+                  kc.size(2) == hkv && kc.size(3) == d && d % 2 == 0 && d <= 512,
               "rope_store: shapes do not agree");
   TORCH_CHECK(slots.dim() == 1 && slots.size(0) == t && slots.scalar_type() == at::kLong && slots.is_contiguous(),
               "slots must be a contiguous int64 vector, one per token");

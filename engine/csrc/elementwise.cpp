@@ -11,9 +11,24 @@ namespace {
 
 void norm_row(const float* x, const float* w, float eps, int64_t h, float* out) {
   float ss = 0.0f;
-  for (int64_t i = 0; i < h; ++i) ss += x[i] * x[i];
+  int64_t i = 0;
+#if LLM_AVX512
+  __m512 acc = _mm512_setzero_ps();  // 16 partial sums: no serial chain of h additions
+  for (; i + 16 <= h; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    acc = _mm512_fmadd_ps(v, v, acc);
+  }
+  ss = _mm512_reduce_add_ps(acc);
+#endif
+  for (; i < h; ++i) ss += x[i] * x[i];
   const float inv = 1.0f / std::sqrt(ss / static_cast<float>(h) + eps);
-  for (int64_t i = 0; i < h; ++i) out[i] = w[i] * (x[i] * inv);
+  i = 0;
+#if LLM_AVX512
+  const __m512 iv = _mm512_set1_ps(inv);
+  for (; i + 16 <= h; i += 16)
+    _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_loadu_ps(w + i), _mm512_mul_ps(_mm512_loadu_ps(x + i), iv)));
+#endif
+  for (; i < h; ++i) out[i] = w[i] * (x[i] * inv);
 }
 
 void check_norm(const at::Tensor& x, const at::Tensor& w) {
@@ -46,7 +61,7 @@ at::Tensor add_rms_norm(at::Tensor& x, const at::Tensor& residual, const at::Ten
   for (int64_t r = 0; r < t; ++r) {
     float* row = xs + r * h;
     const float* add = rs + r * h;
-    for (int64_t i = 0; i < h; ++i) row[i] += add[i];
+    for (int64_t i = 0; i < h; ++i) row[i] += add[i];  // (vectorized by the compiler)
     norm_row(row, wp, static_cast<float>(eps), h, dst + r * h);
   }
   return out;

@@ -87,8 +87,10 @@ inline __m512i pair(const int16_t* q) {  // q[0], q[1] in every 32-bit lane
   return _mm512_set1_epi32(v);
 }
 
-// Rows m0 .. m0+MN of x against one tile; out points at y[m0, tile start].
-template <int MN>
+// Rows m0 .. m0+MN of x against one tile; out points at y[m0, tile start]. Each row sums into P
+// independent chains: vpdpwssd's latency is 4-5 cycles and its rate 2 a cycle, so MN * P near 8
+// keeps the units busy without running out of the 32 vector registers.
+template <int MN, int P>
 void q4_tile(const uint8_t* tile, int64_t groups, const Acts& a, int64_t m0, int64_t k, float* out,
              int64_t n, int64_t valid) {
   __m512 facc[MN];
@@ -97,20 +99,17 @@ void q4_tile(const uint8_t* tile, int64_t groups, const Acts& a, int64_t m0, int
   for (int64_t g = 0; g < groups; ++g) {
     const uint8_t* blk = tile + g * 320;
     for (int l = 0; l < 320; l += 64) _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch + l), _MM_HINT_T0);
-    __m512i acc[MN];
-    for (int m = 0; m < MN; ++m) acc[m] = _mm512_setzero_si512();
+    __m512i acc[MN][P];
+    for (int m = 0; m < MN; ++m)
+      for (int p = 0; p < P; ++p) acc[m][p] = _mm512_setzero_si512();
     for (int b = 0; b < 4; ++b) {
       const __m512i w = _mm512_loadu_si512(blk + b * 64);
-      const __m512i c0 = _mm512_and_si512(w, nibbles);
-      const __m512i c1 = _mm512_and_si512(_mm512_srli_epi32(w, 4), nibbles);
-      const __m512i c2 = _mm512_and_si512(_mm512_srli_epi32(w, 8), nibbles);
-      const __m512i c3 = _mm512_and_si512(_mm512_srli_epi32(w, 12), nibbles);
+      const __m512i c[4] = {_mm512_and_si512(w, nibbles), _mm512_and_si512(_mm512_srli_epi32(w, 4), nibbles),
+                            _mm512_and_si512(_mm512_srli_epi32(w, 8), nibbles),
+                            _mm512_and_si512(_mm512_srli_epi32(w, 12), nibbles)};
       for (int m = 0; m < MN; ++m) {
         const int16_t* q = a.q.data() + (m0 + m) * k + g * kGroup + b * 8;
-        acc[m] = _mm512_dpwssd_epi32(acc[m], c0, pair(q));
-        acc[m] = _mm512_dpwssd_epi32(acc[m], c1, pair(q + 2));
-        acc[m] = _mm512_dpwssd_epi32(acc[m], c2, pair(q + 4));
-        acc[m] = _mm512_dpwssd_epi32(acc[m], c3, pair(q + 6));
+        for (int p = 0; p < 4; ++p) acc[m][p % P] = _mm512_dpwssd_epi32(acc[m][p % P], c[p], pair(q + 2 * p));
       }
     }
     const __m512 scale = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 256)));
@@ -118,7 +117,9 @@ void q4_tile(const uint8_t* tile, int64_t groups, const Acts& a, int64_t m0, int
     const __m512 zeros = _mm512_fmadd_ps(_mm512_set1_ps(8.0f), scale, mins);  // in fp32: exact
     for (int m = 0; m < MN; ++m) {  // centred codes: sum (code - 8) * q = sum code * q - 8 sum q
       const int64_t ag = (m0 + m) * groups + g;
-      const __m512i centred = _mm512_sub_epi32(acc[m], _mm512_set1_epi32(8 * a.qsum[ag]));
+      __m512i dot = acc[m][0];
+      for (int p = 1; p < P; ++p) dot = _mm512_add_epi32(dot, acc[m][p]);
+      const __m512i centred = _mm512_sub_epi32(dot, _mm512_set1_epi32(8 * a.qsum[ag]));
       const __m512 sd = _mm512_mul_ps(scale, _mm512_set1_ps(a.d[ag]));
       facc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(centred), sd, facc[m]);
       facc[m] = _mm512_fmadd_ps(zeros, _mm512_set1_ps(a.sum[ag]), facc[m]);
@@ -128,7 +129,7 @@ void q4_tile(const uint8_t* tile, int64_t groups, const Acts& a, int64_t m0, int
   for (int m = 0; m < MN; ++m) _mm512_mask_storeu_ps(out + m * n, mask, facc[m]);
 }
 
-template <int MN>
+template <int MN, int P>
 void q8_tile(const uint8_t* tile, int64_t groups, const Acts& a, int64_t m0, int64_t k,
              const float* scales, float* out, int64_t n, int64_t valid) {
   __m512 facc[MN];
@@ -136,16 +137,19 @@ void q8_tile(const uint8_t* tile, int64_t groups, const Acts& a, int64_t m0, int
   for (int64_t g = 0; g < groups; ++g) {
     const uint8_t* blk = tile + g * 512;
     for (int l = 0; l < 512; l += 64) _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch + l), _MM_HINT_T0);
-    __m512i acc[MN];
-    for (int m = 0; m < MN; ++m) acc[m] = _mm512_setzero_si512();
+    __m512i acc[MN][P];  // P chains a row, as in q4_tile
+    for (int m = 0; m < MN; ++m)
+      for (int p = 0; p < P; ++p) acc[m][p] = _mm512_setzero_si512();
     for (int b = 0; b < 16; ++b) {
       const __m512i w = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + b * 32)));
       for (int m = 0; m < MN; ++m)
-        acc[m] = _mm512_dpwssd_epi32(acc[m], w, pair(a.q.data() + (m0 + m) * k + g * kGroup + b * 2));
+        acc[m][b % P] = _mm512_dpwssd_epi32(acc[m][b % P], w, pair(a.q.data() + (m0 + m) * k + g * kGroup + b * 2));
     }
     for (int m = 0; m < MN; ++m) {
       const float d = a.d[(m0 + m) * groups + g];
-      facc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[m]), _mm512_set1_ps(d), facc[m]);
+      __m512i dot = acc[m][0];
+      for (int p = 1; p < P; ++p) dot = _mm512_add_epi32(dot, acc[m][p]);
+      facc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_set1_ps(d), facc[m]);
     }
   }
   const __mmask16 mask = valid >= kTile ? 0xFFFF : static_cast<__mmask16>((1u << valid) - 1);
@@ -220,14 +224,15 @@ at::Tensor quantized_linear(Scheme scheme, const at::Tensor& x, const at::Tensor
       const int64_t n0 = t * kTile, valid = std::min(kTile, n - n0);
 #if LLM_AVX512
       int64_t m0 = 0;
-      for (; m0 + 4 <= m; m0 += 4) {
-        if (scheme == Scheme::kInt4) q4_tile<4>(tile, groups, a, m0, k, out + m0 * n + n0, n, valid);
-        else q8_tile<4>(tile, groups, a, m0, k, s + n0, out + m0 * n + n0, n, valid);
-      }
-      for (; m0 < m; ++m0) {
-        if (scheme == Scheme::kInt4) q4_tile<1>(tile, groups, a, m0, k, out + m0 * n + n0, n, valid);
-        else q8_tile<1>(tile, groups, a, m0, k, s + n0, out + m0 * n + n0, n, valid);
-      }
+      auto rows = [&]<int MN, int P>() {
+        if (scheme == Scheme::kInt4) q4_tile<MN, P>(tile, groups, a, m0, k, out + m0 * n + n0, n, valid);
+        else q8_tile<MN, P>(tile, groups, a, m0, k, s + n0, out + m0 * n + n0, n, valid);
+        m0 += MN;
+      };
+      while (m0 + 8 <= m) rows.template operator()<8, 1>();
+      if (m0 + 4 <= m) rows.template operator()<4, 2>();
+      if (m0 + 2 <= m) rows.template operator()<2, 2>();
+      if (m0 < m) rows.template operator()<1, 4>();
 #else
       for (int64_t row = 0; row < m; ++row) {
         if (scheme == Scheme::kInt4) q4_tile_scalar(tile, groups, a, row, k, out + row * n + n0, valid);
