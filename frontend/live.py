@@ -87,8 +87,9 @@ class LiveRegistry:
 
     def cancel(self, live: LiveGeneration, reason: str) -> None:
         """Stops a run from inside the gateway (e.g. reason SLOW_CONSUMER); it ends CANCELED with
-        usage sealed and `reason` recorded. No-op once it has ended."""
-        if live.running:
+        usage sealed and `reason` recorded. No-op once it has ended or is being cancelled already
+        (a second cancellation would land in the first one's clean-up)."""
+        if live.running and live.cancel_requested_at is None:
             assert live.task is not None
             live.cancel_reason = reason
             live.cancel_requested_at = asyncio.get_running_loop().time()
@@ -99,6 +100,20 @@ class LiveRegistry:
         for gid, live in list(self._live.items()):
             if live.closed_at is not None and now - live.closed_at > self.retain_s:
                 del self._live[gid]
+
+    def idle(self) -> bool:
+        """No run is going on and no client follows one."""
+        return all(not g.running and g.clients == 0 for g in self._live.values())
+
+    async def wait_idle(self, timeout_s: float, poll_s: float = 0.2) -> bool:
+        """Waits up to `timeout_s` until idle(); True when it became idle in time."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not self.idle():
+            if loop.time() >= deadline:
+                return False
+            await asyncio.sleep(poll_s)
+        return True
 
     async def shutdown(self) -> None:
         """Cancels every run (each ends CANCELED, usage flushed) and waits for them."""
