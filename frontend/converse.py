@@ -182,6 +182,7 @@ class Conversation:
                 s.queued = event.sequence
             if s.live.error is not None and not s.live.finished:  # refused, or its end not recorded
                 await self._reject(s.live.error, s.live.generation_id, s.request_id)
+            s.live.delivered = True
         except Exception:
             log.exception("converse: streaming generation %s failed", s.live.generation_id)
             await self._out.put(_internal())

@@ -32,6 +32,7 @@ class LiveGeneration:
     finished: bool = False  # its `finished` event is in the log
     closed_at: float | None = None  # loop time the log closed
     clients: int = 0  # client streams (Generate, Resume) following it now
+    delivered: bool = False  # a follower took its last event (or its error)
     cancel_reason: str = "CANCELED"  # recorded terminal reason when its task is cancelled
     lease: Lease | None = None  # its attempt's lease once it left the queue (renewed while it runs)
     cancel_requested_at: float | None = None  # loop time of the cancel intent (lag metric)
@@ -102,8 +103,16 @@ class LiveRegistry:
                 del self._live[gid]
 
     def idle(self) -> bool:
-        """No run is going on and no client follows one."""
-        return all(not g.running and g.clients == 0 for g in self._live.values())
+        """No run is going on, no client follows one, and every ended one was delivered to the end
+        or left unfollowed for the grace period (a client that lost its stream may come back,
+        through any frontend, within it)."""
+        now = asyncio.get_running_loop().time()
+        for g in self._live.values():
+            if g.running or g.clients > 0:
+                return False
+            if not g.delivered and g.closed_at is not None and now - g.closed_at < self.grace_s:
+                return False
+        return True
 
     async def wait_idle(self, timeout_s: float, poll_s: float = 0.2) -> bool:
         """Waits up to `timeout_s` until idle(); True when it became idle in time."""

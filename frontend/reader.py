@@ -66,6 +66,7 @@ class Reader:
             error = cursor_expired(live.generation_id)
         if error is None and live.error is not None and not live.finished:
             error = live.error
+        live.delivered = True  # this follower reached its end
         if error is not None:
             raise error
 
