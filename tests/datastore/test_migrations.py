@@ -154,7 +154,8 @@ def test_0004_adds_owners_worker_leases_and_pools_and_takes_them_back(backend: s
             )
             connection.execute(
                 text(
-                    "INSERT INTO worker_versions (worker_id, model_version_id) SELECT 'w1', id FROM model_versions"
+                    "INSERT INTO worker_versions (worker_id, model_version_id) "
+                    "SELECT 'w1', id FROM model_versions"
                 )
             )
         upgrade(engine)
