@@ -10,6 +10,9 @@ against baselines on the same weights, same machine, same seeded workload and ar
                platform-split one platform, even-indexed requests over gRPC and odd ones over
                               HTTP at once: reported as platform-split/grpc and /http, the two
                               transports under the very same load (robust to a shared machine)
+               fleet          the fleet shape: two worker hosts and two frontends, each its own
+                              process, over PostgreSQL, request i to frontend i % 2 (bench/fleet.py;
+                              with the store's round trips per generation)
                transformers   Hugging Face generate, one request at a time in arrival order, in
                               this process; it runs the workload's first --baseline-requests
                               requests with the same arrival offsets
@@ -249,7 +252,7 @@ def main() -> int:
     n = args.requests or mix.requests
     plan = loads(mix, n, args.rates, args.concurrency)
     wanted = [t.strip() for t in args.targets.split(",") if t.strip()]
-    ours = ("platform", "platform-http", "platform-split")
+    ours = ("platform", "platform-http", "platform-split", "fleet")
     unknown = [t for t in wanted if t not in (*ours, "transformers", *PEERS)]
     if unknown:
         raise SystemExit(f"unknown target(s) {', '.join(unknown)}")
@@ -286,6 +289,12 @@ def main() -> int:
                     }
                 )
                 outcomes, target = [o for o in both if o.index % 2], "platform-split/http"
+            elif target == "fleet":
+                from bench.fleet import run_fleet
+
+                outcomes, cost = run_fleet(jobs, load, args, warm, KEYS)
+                notes.append(f"{load.label}: {cost.note()}")
+                print(notes[-1], flush=True)
             elif target == "transformers":
                 outcomes = run_transformers(subset, load, args, hf)
             else:

@@ -46,7 +46,7 @@ def resume(
 
 async def read(call: grpc.aio.UnaryStreamCall, n: int) -> list[pb.GenerationEvent]:
     """The next `n` events of a call (fewer if it ends)."""
-    events = []
+    events: list[pb.GenerationEvent] = []
     while len(events) < n and (event := await call.read()) is not grpc.aio.EOF:
         events.append(event)
     return events
@@ -54,7 +54,7 @@ async def read(call: grpc.aio.UnaryStreamCall, n: int) -> list[pb.GenerationEven
 
 async def read_rest(call: grpc.aio.UnaryStreamCall) -> list[pb.GenerationEvent]:
     """Every event left, until the call ends (raising its error, if it fails)."""
-    events = []
+    events: list[pb.GenerationEvent] = []
     while (event := await call.read()) is not grpc.aio.EOF:
         events.append(event)
     return events

@@ -24,6 +24,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from bench.fleet import toml
 from llm.v1 import admin_pb2, admin_pb2_grpc
 from serving.triton_host import free_port
 
@@ -33,27 +34,6 @@ WORKER_KEY = "fleet-worker-secret"
 ADMIN_KEY = "fleet-admin-key"
 START_S = 300.0  # hang guard: a worker host loads the model (a minute or two on a busy machine)
 STOP_S = 120.0
-
-
-def toml(doc: dict[str, Any]) -> str:
-    """The TOML of a config dict (tables, arrays of tables, scalars, lists of strings)."""
-
-    def value(v: Any) -> str:
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        if isinstance(v, int | float):
-            return repr(v)
-        if isinstance(v, str):
-            return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
-        return "[" + ", ".join(value(x) for x in v) + "]"
-
-    lines = []
-    for section, body in doc.items():
-        for table in body if isinstance(body, list) else [body]:
-            lines.append(f"[[{section}]]" if isinstance(body, list) else f"[{section}]")
-            lines += [f"{k} = {value(v)}" for k, v in table.items()]
-            lines.append("")
-    return "\n".join(lines)
 
 
 def log_tail(path: Path, lines: int = 30) -> str:

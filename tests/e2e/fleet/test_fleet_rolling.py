@@ -82,7 +82,8 @@ async def test_a_rolling_restart_under_steady_load_loses_no_admitted_request(
         """Request n, through frontend n % 2 or, when that one refuses or is down, the other. A
         stream that breaks resumes through the other frontend; every third request drops its
         stream after three events on purpose and resumes there."""
-        req, target, events, drop = request(TOKENS, request_id=f"roll-{n}"), n % 2, [], n % 3 == 0
+        req, target, drop = request(TOKENS, request_id=f"roll-{n}"), n % 2, n % 3 == 0
+        events: list[pb.GenerationEvent] = []
         async with asyncio.timeout(300):
             while True:
                 try:
