@@ -23,20 +23,20 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import grpc
-from sqlalchemy import create_engine, text
 
 from bench.driver import Job, drive
 from bench.metrics import Outcome
+from bench.serve import bench_tenants
 from bench.server_process import LoopbackServer, free_port
 from bench.targets import PlatformTarget
 from bench.workload import Load
+from datastore.scratch import scratch_schema
 
 POSTGRES_URL = os.environ.get("BENCH_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 IDLE_S = 10.0  # the idle stretch over which the background rate is measured
@@ -62,21 +62,6 @@ def toml(doc: dict[str, Any]) -> str:
             lines += [f"{k} = {value(v)}" for k, v in table.items()]
             lines.append("")
     return "\n".join(lines)
-
-
-@contextmanager
-def postgres_schema(url: str) -> Iterator[str]:
-    """A fresh schema, dropped with everything in it on exit; yields its name."""
-    name = f"bench_{secrets.token_hex(6)}"
-    admin = create_engine(url)
-    try:
-        with admin.begin() as connection:
-            connection.execute(text(f'CREATE SCHEMA "{name}"'))
-        yield name
-    finally:
-        with admin.begin() as connection:
-            connection.execute(text(f'DROP SCHEMA IF EXISTS "{name}" CASCADE'))
-        admin.dispose()
 
 
 class RoundRobin:
@@ -152,18 +137,7 @@ def fleet_config(
         "frontend": {"interactive_queue_wait_s": args.queue_wait_s},
         "store": {"url": store_url},
         "fleet": {"frontend_key": secrets.token_hex(16), "worker_key": secrets.token_hex(16)},
-        # limits well above the workload: the benchmark measures serving, not quotas
-        "tenants": [
-            {
-                "id": f"tenant-{i}",
-                "api_keys": [key],
-                "max_concurrent_generations": 1024,
-                "max_queued_tokens": 10_000_000,
-                "input_tokens_per_minute": 100_000_000,
-                "output_tokens_per_minute": 100_000_000,
-            }
-            for i, key in enumerate(keys)
-        ],
+        "tenants": bench_tenants(keys),
         "models": [model],
     }
 
@@ -205,7 +179,7 @@ def run_fleet(
     load round robin, tear it down (PostgreSQL at $BENCH_POSTGRES_URL, a schema of its own)."""
     url, model = POSTGRES_URL, model_settings(args)
     with (
-        postgres_schema(url) as schema,
+        scratch_schema(url, "bench") as schema,
         tempfile.TemporaryDirectory(prefix="bench-fleet-") as tmp,
         ExitStack() as stack,
     ):

@@ -84,6 +84,22 @@ def make_jobs(mix: Mix, n: int, seed: int) -> list[Job]:
     return jobs
 
 
+def bench_tenants(keys: list[str]) -> list[dict[str, Any]]:
+    """Tenant i with API key keys[i], its limits well above the workload: the benchmark measures
+    serving, not quotas."""
+    return [
+        {
+            "id": f"tenant-{i}",
+            "api_keys": [key],
+            "max_concurrent_generations": 1024,
+            "max_queued_tokens": 10_000_000,
+            "input_tokens_per_minute": 100_000_000,
+            "output_tokens_per_minute": 100_000_000,
+        }
+        for i, key in enumerate(keys)
+    ]
+
+
 def platform_config(
     store: Path, queue_wait_s: float, budget: int | None, quantization: str = "none", dtype: str = "float32"
 ) -> PlatformConfig:
@@ -94,18 +110,7 @@ def platform_config(
         {
             "frontend": {"interactive_queue_wait_s": queue_wait_s, "metrics_listen": "127.0.0.1:0"},
             "store": {"url": f"sqlite:///{store}"},
-            # limits well above the workload: the benchmark measures serving, not quotas
-            "tenants": [
-                {
-                    "id": f"tenant-{i}",
-                    "api_keys": [key],
-                    "max_concurrent_generations": 1024,
-                    "max_queued_tokens": 10_000_000,
-                    "input_tokens_per_minute": 100_000_000,
-                    "output_tokens_per_minute": 100_000_000,
-                }
-                for i, key in enumerate(KEYS)
-            ],
+            "tenants": bench_tenants(KEYS),
             "triton": {"grpc_port": 0, "http_port": 0, "metrics_port": 0, "exit_timeout_s": 5},
             "models": [model],
         }
