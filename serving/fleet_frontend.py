@@ -1,7 +1,8 @@
 """`python -m serving frontend`: a stateless gateway of the fleet, with no workers of its own.
 
 It serves the public API exactly as `make serve`'s frontend does (serving/frontend_node.py) over
-a worker pool kept equal to the store's worker registry (frontend/worker_directory.py), registers
+a worker pool kept equal to the store's worker registry (frontend/worker_directory.py), with
+canaries to the workers its streams run on (serving/stream_canaries.py), registers
 itself in the store with a lease (frontend/membership.py), and serves the internal relay on
 [fleet] relay_listen (frontend/relay.py), through which the other frontends forward Resume and
 Cancel of the generations it runs; it forwards theirs to them (frontend/relay_client.py).
@@ -48,6 +49,7 @@ from frontend.worker import TritonWorker
 from frontend.worker_directory import WorkerDirectory
 from frontend.worker_pool import WorkerPool
 from serving.frontend_node import FrontendParts, RunningFrontend, make_dispatcher, serve_frontend
+from serving.stream_canaries import StreamCanaries
 from serving.triton import GRPC_ACCESS_HEADER
 from serving.worker_set import stored_versions
 from serving.workers import artifact_for
@@ -118,6 +120,15 @@ class FleetFrontend:
         dispatcher = make_dispatcher(cfg, self.pool)
         directory.on_change = dispatcher.pump
         directory.start()
+        f = cfg.frontend
+        canaries = StreamCanaries(
+            self.pool,
+            self.registry,
+            self.frontend_id,
+            f.worker_probe_interval_s,
+            f.worker_inactivity_timeout_s,
+        )
+        canaries.start()
         parts = FrontendParts(
             cfg,
             self.store,
@@ -149,6 +160,7 @@ class FleetFrontend:
                     self.running = None
                     await self.membership.leave()
         finally:
+            await canaries.close()
             await directory.close()
             await relay.close()
 
