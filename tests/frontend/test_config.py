@@ -127,3 +127,12 @@ def test_the_fleet_sections_have_defaults_and_the_roles_need_their_secrets() -> 
     keyed = parse_config({"fleet": {"frontend_key": "a", "worker_key": "b"}, "worker": {"name": "gpu-7"}})
     require_fleet_keys(keyed, "frontend_key", "worker_key")
     assert keyed.worker.name == "gpu-7"
+
+
+def test_the_fleet_examples_parse_and_carry_their_roles_secrets() -> None:
+    root = Path(__file__).resolve().parents[2] / "deploy" / "fleet"
+    frontend, worker = load_config(root / "frontend.toml"), load_config(root / "worker.toml")
+    require_fleet_keys(frontend, "frontend_key", "worker_key")
+    require_fleet_keys(worker, "worker_key")
+    assert frontend.fleet.worker_key == worker.fleet.worker_key
+    assert frontend.store.url == worker.store.url and worker.worker.name == "cpu-a"
