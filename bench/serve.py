@@ -101,9 +101,14 @@ def bench_tenants(keys: list[str]) -> list[dict[str, Any]]:
 
 
 def platform_config(
-    store: Path, queue_wait_s: float, budget: int | None, quantization: str = "none", dtype: str = "float32"
+    store: Path,
+    queue_wait_s: float,
+    budget: int | None,
+    quantization: str = "none",
+    dtype: str = "float32",
+    workers: int = 1,
 ) -> PlatformConfig:
-    model: dict[str, Any] = {"alias": MODEL, "quantization": quantization, "dtype": dtype}
+    model: dict[str, Any] = {"alias": MODEL, "quantization": quantization, "dtype": dtype, "workers": workers}
     if budget is not None:
         model["max_num_batched_tokens"] = budget
     return parse_config(
@@ -133,7 +138,12 @@ def run_platform(jobs: list[Job], load: Load, args: argparse.Namespace, warm_up:
 
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as work:
         cfg = platform_config(
-            Path(work) / "control.sqlite", args.queue_wait_s, args.budget, args.quantization, args.dtype
+            Path(work) / "control.sqlite",
+            args.queue_wait_s,
+            args.budget,
+            args.quantization,
+            args.dtype,
+            args.platform_workers,
         )
         return asyncio.run(serve(cfg, Path(work)))
 
@@ -156,7 +166,12 @@ def run_platform_http(jobs: list[Job], load: Load, args: argparse.Namespace, war
 
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as work:
         cfg = platform_config(
-            Path(work) / "control.sqlite", args.queue_wait_s, args.budget, args.quantization, args.dtype
+            Path(work) / "control.sqlite",
+            args.queue_wait_s,
+            args.budget,
+            args.quantization,
+            args.dtype,
+            args.platform_workers,
         )
         return asyncio.run(serve(cfg, Path(work)))
 
@@ -184,7 +199,12 @@ def run_platform_split(jobs: list[Job], load: Load, args: argparse.Namespace, wa
 
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as work:
         cfg = platform_config(
-            Path(work) / "control.sqlite", args.queue_wait_s, args.budget, args.quantization, args.dtype
+            Path(work) / "control.sqlite",
+            args.queue_wait_s,
+            args.budget,
+            args.quantization,
+            args.dtype,
+            args.platform_workers,
         )
         return asyncio.run(serve(cfg, Path(work)))
 
@@ -236,6 +256,12 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--budget", type=int, help="platform max_num_batched_tokens (default: the platform's)")
     p.add_argument("--quantization", default="none", choices=("none", "int8", "int4"), help="platform")
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "auto"), help="platform")
+    p.add_argument(
+        "--platform-workers",
+        type=int,
+        default=1,
+        help="the platform's Triton workers (the fleet: 2 hosts of 1)",
+    )
     p.add_argument("--vllm-dtype", default="float32", help="vLLM's --dtype (the platform's default)")
     p.add_argument("--timeout", type=float, default=900.0, help="per-request client timeout (s)")
     p.add_argument("--seed", type=int, default=0)

@@ -95,8 +95,7 @@ class TritonSettings:
 
 @dataclass(slots=True, frozen=True)
 class FleetSettings:
-    """The fleet shape (`python -m serving frontend` / `worker`, docs/architecture.md): frontends
-    and worker hosts as separate processes over one store. `make serve` reads none of it."""
+    """The fleet's roles (`python -m serving frontend | worker`, docs/architecture.md "The fleet")."""
 
     relay_listen: str = "127.0.0.1:0"  # frontend: its internal relay (forwarded Resume / Cancel)
     relay_advertise: str = ""  # host:port the other frontends dial ("": the bound relay_listen)
@@ -258,21 +257,19 @@ def _check(cfg: PlatformConfig, where: str) -> None:
         raise ConfigError(f"{where}: [telemetry] otlp_endpoint must be an http(s) URL")
     if not (cfg.store.url.startswith("sqlite:///") or cfg.store.url.startswith("postgresql")):
         raise ConfigError(f"{where}: store url must be sqlite:///… or postgresql+psycopg://…")
-    if not f.attempt_lease_s > 0:
+    _check_fleet(cfg.fleet, f.attempt_lease_s, where)
+
+
+def _check_fleet(fleet: FleetSettings, attempt_lease_s: float, where: str) -> None:
+    if not attempt_lease_s > 0:
         raise ConfigError(f"{where}: [frontend] attempt_lease_s must be positive")
-    _check_fleet(cfg.fleet, where)
-
-
-def _check_fleet(fleet: FleetSettings, where: str) -> None:
     periods = (fleet.frontend_lease_s, fleet.worker_lease_s, fleet.registry_refresh_s, fleet.drain_timeout_s)
     if not all(isinstance(p, int | float) and p > 0 for p in periods):
         raise ConfigError(f"{where}: [fleet] leases, registry_refresh_s and drain_timeout_s must be positive")
     if fleet.registry_refresh_s >= fleet.worker_lease_s:
         raise ConfigError(f"{where}: [fleet] registry_refresh_s must be below worker_lease_s")
-    for key in ("relay_listen", "relay_advertise"):
-        address = getattr(fleet, key)
-        if address and not _host_port(address):
-            raise ConfigError(f"{where}: [fleet] {key} must be host:port")
+    if not all(_host_port(a) for a in (fleet.relay_listen, fleet.relay_advertise) if a):
+        raise ConfigError(f"{where}: [fleet] relay_listen and relay_advertise must be host:port")
 
 
 def require_fleet_keys(cfg: PlatformConfig, *keys: str) -> None:

@@ -64,7 +64,7 @@ def test_file_keys_override_defaults_and_local_tenant_exists_only_by_default(tmp
         ({"frontend": {"attempt_lease_s": 0}}, "attempt_lease_s"),
         ({"fleet": {"worker_lease_s": -1}}, "leases"),
         ({"fleet": {"registry_refresh_s": 10, "worker_lease_s": 10}}, "registry_refresh_s"),
-        ({"fleet": {"relay_listen": "nowhere"}}, "relay_listen"),
+        ({"fleet": {"relay_listen": "nowhere"}}, "relay_listen and relay_advertise"),
         ({"fleet": {"secret": "x"}}, "unknown key"),
         ({"worker": {"id": "x"}}, "unknown key"),
     ],
