@@ -8,7 +8,7 @@ PIP    := $(PY) -m pip --disable-pip-version-check -q
 CONFIG ?=
 PROTOS := $(wildcard protos/llm/v1/*.proto)
 
-.PHONY: serve test setup setup-test artifact lint typecheck unit e2e clean
+.PHONY: serve test setup setup-test artifact lint typecheck unit e2e fleet-e2e clean
 
 serve: setup
 	$(PY) -m serving $(if $(CONFIG),--config $(CONFIG))
@@ -58,6 +58,10 @@ unit: setup-test
 
 e2e: setup-test
 	$(PY) -m pytest -q -p no:cacheprovider tests/e2e
+
+# The fleet shape alone (also part of `make test`): PostgreSQL, two frontends, two worker hosts.
+fleet-e2e: setup-test
+	$(PY) -m pytest -q -p no:cacheprovider -m fleet tests/e2e
 
 # The standard serving comparison (bench/serve.py; about 8 minutes on 2 cores): the platform over
 # gRPC against transformers serving one request at a time (and llama.cpp where it is installed).
