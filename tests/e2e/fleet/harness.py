@@ -26,6 +26,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from bench.fleet import toml
 from llm.v1 import admin_pb2, admin_pb2_grpc
+from serving.triton import SHM, SHM_PREFIX
 from serving.triton_host import free_port
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -150,6 +151,10 @@ class Role:
         self.proc.wait(timeout=STOP_S)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
+        # what a crash leaves behind and an operator removes: the Python backend's shared memory
+        # (serving/triton.py names it after the process that started tritonserver)
+        for region in SHM.glob(f"{SHM_PREFIX}_{self.proc.pid}_*"):
+            region.unlink(missing_ok=True)
 
     def terminate(self) -> int:
         """SIGTERM, and its exit status once it exited."""
