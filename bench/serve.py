@@ -122,6 +122,14 @@ def platform_config(
     )
 
 
+def run_config(work: Path, args: argparse.Namespace) -> PlatformConfig:
+    """The platform's config for one run, its store in `work`."""
+    a = args
+    return platform_config(
+        work / "control.sqlite", a.queue_wait_s, a.budget, a.quantization, a.dtype, a.platform_workers
+    )
+
+
 def run_platform(jobs: list[Job], load: Load, args: argparse.Namespace, warm_up: Job) -> list[Outcome]:
     """A fresh platform: start it, warm it up with one request, drive the load, tear it down."""
     from bench.targets import PlatformTarget
@@ -137,15 +145,7 @@ def run_platform(jobs: list[Job], load: Load, args: argparse.Namespace, warm_up:
             return await drive(target, jobs, load, args.seed, args.timeout)
 
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as work:
-        cfg = platform_config(
-            Path(work) / "control.sqlite",
-            args.queue_wait_s,
-            args.budget,
-            args.quantization,
-            args.dtype,
-            args.platform_workers,
-        )
-        return asyncio.run(serve(cfg, Path(work)))
+        return asyncio.run(serve(run_config(Path(work), args), Path(work)))
 
 
 def run_platform_http(jobs: list[Job], load: Load, args: argparse.Namespace, warm_up: Job) -> list[Outcome]:
@@ -165,15 +165,7 @@ def run_platform_http(jobs: list[Job], load: Load, args: argparse.Namespace, war
                 target.close()
 
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as work:
-        cfg = platform_config(
-            Path(work) / "control.sqlite",
-            args.queue_wait_s,
-            args.budget,
-            args.quantization,
-            args.dtype,
-            args.platform_workers,
-        )
-        return asyncio.run(serve(cfg, Path(work)))
+        return asyncio.run(serve(run_config(Path(work), args), Path(work)))
 
 
 def run_platform_split(jobs: list[Job], load: Load, args: argparse.Namespace, warm_up: Job) -> list[Outcome]:
@@ -198,15 +190,7 @@ def run_platform_split(jobs: list[Job], load: Load, args: argparse.Namespace, wa
                 over_http.close()
 
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as work:
-        cfg = platform_config(
-            Path(work) / "control.sqlite",
-            args.queue_wait_s,
-            args.budget,
-            args.quantization,
-            args.dtype,
-            args.platform_workers,
-        )
-        return asyncio.run(serve(cfg, Path(work)))
+        return asyncio.run(serve(run_config(Path(work), args), Path(work)))
 
 
 def run_transformers(jobs: list[Job], load: Load, args: argparse.Namespace, hf: Any) -> list[Outcome]:
