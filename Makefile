@@ -8,7 +8,7 @@ PIP    := $(PY) -m pip --disable-pip-version-check -q
 CONFIG ?=
 PROTOS := $(wildcard protos/llm/v1/*.proto)
 
-.PHONY: serve test setup setup-test artifact lint typecheck unit e2e fleet-e2e clean
+.PHONY: serve test setup setup-test artifact lint typecheck unit e2e clean
 
 serve: setup
 	$(PY) -m serving $(if $(CONFIG),--config $(CONFIG))
@@ -60,6 +60,7 @@ e2e: setup-test
 	$(PY) -m pytest -q -p no:cacheprovider tests/e2e
 
 # The fleet shape alone (also part of `make test`): PostgreSQL, two frontends, two worker hosts.
+.PHONY: fleet-e2e
 fleet-e2e: setup-test
 	$(PY) -m pytest -q -p no:cacheprovider -m fleet tests/e2e
 
