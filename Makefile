@@ -64,6 +64,11 @@ unit: setup-test
 e2e: setup-test
 	$(PY) -m pytest -q -p no:cacheprovider tests/e2e
 
+# The fleet shape alone (also part of `make test`): PostgreSQL, two frontends, two worker hosts.
+.PHONY: fleet-e2e
+fleet-e2e: setup-test
+	$(PY) -m pytest -q -p no:cacheprovider -m fleet tests/e2e
+
 # The standard serving comparison (bench/serve.py; about 8 minutes on 2 cores): the platform over
 # gRPC against transformers serving one request at a time (and llama.cpp where it is installed).
 # Ten minutes of random cancellations, disconnects and resumes against the real platform, then

@@ -10,6 +10,9 @@ against baselines on the same weights, same machine, same seeded workload and ar
                platform-split one platform, even-indexed requests over gRPC and odd ones over
                               HTTP at once: reported as platform-split/grpc and /http, the two
                               transports under the very same load (robust to a shared machine)
+               fleet          the fleet shape: two worker hosts and two frontends, each its own
+                              process, over PostgreSQL, request i to frontend i % 2 (bench/fleet.py;
+                              with the store's round trips per generation)
                transformers   Hugging Face generate, one request at a time in arrival order, in
                               this process; it runs the workload's first --baseline-requests
                               requests with the same arrival offsets
@@ -81,31 +84,49 @@ def make_jobs(mix: Mix, n: int, seed: int) -> list[Job]:
     return jobs
 
 
+def bench_tenants(keys: list[str]) -> list[dict[str, Any]]:
+    """Tenant i with API key keys[i], its limits well above the workload: the benchmark measures
+    serving, not quotas."""
+    return [
+        {
+            "id": f"tenant-{i}",
+            "api_keys": [key],
+            "max_concurrent_generations": 1024,
+            "max_queued_tokens": 10_000_000,
+            "input_tokens_per_minute": 100_000_000,
+            "output_tokens_per_minute": 100_000_000,
+        }
+        for i, key in enumerate(keys)
+    ]
+
+
 def platform_config(
-    store: Path, queue_wait_s: float, budget: int | None, quantization: str = "none", dtype: str = "float32"
+    store: Path,
+    queue_wait_s: float,
+    budget: int | None,
+    quantization: str = "none",
+    dtype: str = "float32",
+    workers: int = 1,
 ) -> PlatformConfig:
-    model: dict[str, Any] = {"alias": MODEL, "quantization": quantization, "dtype": dtype}
+    model: dict[str, Any] = {"alias": MODEL, "quantization": quantization, "dtype": dtype, "workers": workers}
     if budget is not None:
         model["max_num_batched_tokens"] = budget
     return parse_config(
         {
             "frontend": {"interactive_queue_wait_s": queue_wait_s, "metrics_listen": "127.0.0.1:0"},
             "store": {"url": f"sqlite:///{store}"},
-            # limits well above the workload: the benchmark measures serving, not quotas
-            "tenants": [
-                {
-                    "id": f"tenant-{i}",
-                    "api_keys": [key],
-                    "max_concurrent_generations": 1024,
-                    "max_queued_tokens": 10_000_000,
-                    "input_tokens_per_minute": 100_000_000,
-                    "output_tokens_per_minute": 100_000_000,
-                }
-                for i, key in enumerate(KEYS)
-            ],
+            "tenants": bench_tenants(KEYS),
             "triton": {"grpc_port": 0, "http_port": 0, "metrics_port": 0, "exit_timeout_s": 5},
             "models": [model],
         }
+    )
+
+
+def run_config(work: Path, args: argparse.Namespace) -> PlatformConfig:
+    """The platform's config for one run, its store in `work`."""
+    a = args
+    return platform_config(
+        work / "control.sqlite", a.queue_wait_s, a.budget, a.quantization, a.dtype, a.platform_workers
     )
 
 
@@ -124,10 +145,7 @@ def run_platform(jobs: list[Job], load: Load, args: argparse.Namespace, warm_up:
             return await drive(target, jobs, load, args.seed, args.timeout)
 
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as work:
-        cfg = platform_config(
-            Path(work) / "control.sqlite", args.queue_wait_s, args.budget, args.quantization, args.dtype
-        )
-        return asyncio.run(serve(cfg, Path(work)))
+        return asyncio.run(serve(run_config(Path(work), args), Path(work)))
 
 
 def run_platform_http(jobs: list[Job], load: Load, args: argparse.Namespace, warm_up: Job) -> list[Outcome]:
@@ -147,10 +165,7 @@ def run_platform_http(jobs: list[Job], load: Load, args: argparse.Namespace, war
                 target.close()
 
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as work:
-        cfg = platform_config(
-            Path(work) / "control.sqlite", args.queue_wait_s, args.budget, args.quantization, args.dtype
-        )
-        return asyncio.run(serve(cfg, Path(work)))
+        return asyncio.run(serve(run_config(Path(work), args), Path(work)))
 
 
 def run_platform_split(jobs: list[Job], load: Load, args: argparse.Namespace, warm_up: Job) -> list[Outcome]:
@@ -175,10 +190,7 @@ def run_platform_split(jobs: list[Job], load: Load, args: argparse.Namespace, wa
                 over_http.close()
 
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as work:
-        cfg = platform_config(
-            Path(work) / "control.sqlite", args.queue_wait_s, args.budget, args.quantization, args.dtype
-        )
-        return asyncio.run(serve(cfg, Path(work)))
+        return asyncio.run(serve(run_config(Path(work), args), Path(work)))
 
 
 def run_transformers(jobs: list[Job], load: Load, args: argparse.Namespace, hf: Any) -> list[Outcome]:
@@ -228,6 +240,12 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--budget", type=int, help="platform max_num_batched_tokens (default: the platform's)")
     p.add_argument("--quantization", default="none", choices=("none", "int8", "int4"), help="platform")
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "auto"), help="platform")
+    p.add_argument(
+        "--platform-workers",
+        type=int,
+        default=1,
+        help="the platform's Triton workers (the fleet: 2 hosts of 1)",
+    )
     p.add_argument("--vllm-dtype", default="float32", help="vLLM's --dtype (the platform's default)")
     p.add_argument("--timeout", type=float, default=900.0, help="per-request client timeout (s)")
     p.add_argument("--seed", type=int, default=0)
@@ -249,7 +267,7 @@ def main() -> int:
     n = args.requests or mix.requests
     plan = loads(mix, n, args.rates, args.concurrency)
     wanted = [t.strip() for t in args.targets.split(",") if t.strip()]
-    ours = ("platform", "platform-http", "platform-split")
+    ours = ("platform", "platform-http", "platform-split", "fleet")
     unknown = [t for t in wanted if t not in (*ours, "transformers", *PEERS)]
     if unknown:
         raise SystemExit(f"unknown target(s) {', '.join(unknown)}")
@@ -286,6 +304,12 @@ def main() -> int:
                     }
                 )
                 outcomes, target = [o for o in both if o.index % 2], "platform-split/http"
+            elif target == "fleet":
+                from bench.fleet import run_fleet
+
+                outcomes, cost = run_fleet(jobs, load, args, warm, KEYS)
+                notes.append(f"{load.label}: {cost.note()}")
+                print(notes[-1], flush=True)
             elif target == "transformers":
                 outcomes = run_transformers(subset, load, args, hf)
             else:

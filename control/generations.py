@@ -28,6 +28,7 @@ class NewGeneration:
     model_version_id: str  # the pinned immutable version, "name@version"
     reserved_input_tokens: int  # prompt tokens after the exact template
     reserved_output_tokens: int  # max_output_tokens
+    owner_frontend_id: str | None = None  # the frontend replica that will run it
 
     def __post_init__(self) -> None:
         if self.reserved_input_tokens < 0 or self.reserved_output_tokens < 0:
@@ -59,6 +60,7 @@ def create_or_get_generation(session: Session, new: NewGeneration, *, now: datet
         "cancel_requested": False,
         "reserved_input_tokens": new.reserved_input_tokens,
         "reserved_output_tokens": new.reserved_output_tokens,
+        "owner_frontend_id": new.owner_frontend_id,
         "created_at": now,
         "updated_at": now,
     }

@@ -108,7 +108,8 @@ class AliasRoute(Base):
 
 
 class Worker(Base):
-    """A registry entry: what a worker advertised in its last heartbeat (an estimate, not a reservation)."""
+    """A registry entry: what a worker advertised in its last heartbeat (an estimate, not a reservation),
+    and its registration lease: a worker whose lease has expired is not routed to (control/workers.py)."""
 
     __tablename__ = "workers"
 
@@ -118,6 +119,7 @@ class Worker(Base):
     free_blocks: Mapped[int]  # advertised free KV-cache blocks
     last_heartbeat: Mapped[datetime]
     draining: Mapped[bool] = mapped_column(server_default=false())  # Admin: no new generations
+    lease_expires_at: Mapped[datetime | None]  # each heartbeat extends it; None: registered before 0004
 
     loaded_versions: Mapped[list[WorkerVersion]] = relationship(
         lazy="raise", cascade="all, delete-orphan", passive_deletes=True
@@ -125,10 +127,29 @@ class Worker(Base):
 
 
 class WorkerVersion(Base):
+    """A version a worker has loaded, with the KV pool its engine for that version holds."""
+
     __tablename__ = "worker_versions"
 
     worker_id: Mapped[str] = mapped_column(ForeignKey("workers.id", ondelete="CASCADE"), primary_key=True)
     model_version_id: Mapped[str] = mapped_column(ForeignKey("model_versions.id"), primary_key=True)
+    kv_blocks: Mapped[int] = mapped_column(server_default="0")  # blocks in the engine's pool
+    block_size: Mapped[int] = mapped_column(server_default="16")  # tokens per block
+
+
+class Frontend(Base):
+    """A frontend replica's registration: where its internal relay listens (forwarded Resume and
+    Cancel, frontend/relay.py) and its lease. A frontend whose lease has expired is gone: its live
+    generations are swept by the others. Rows outlive their frontend (generations name their owner)."""
+
+    __tablename__ = "frontends"
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    relay_address: Mapped[str] = mapped_column(String(200))  # host:port of its relay; "" for none
+    started_at: Mapped[datetime]
+    heartbeat_at: Mapped[datetime]
+    lease_expires_at: Mapped[datetime]  # each heartbeat extends it; a clean exit ends it
+    draining: Mapped[bool] = mapped_column(server_default=false())  # SIGTERM: finishing, admitting none
 
 
 class Generation(Base):
@@ -153,6 +174,9 @@ class Generation(Base):
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
     finished_at: Mapped[datetime | None]
+    # The frontend replica running it (its stream, its queue entry): a registry id, deliberately not
+    # a foreign key (frontends come and go). None for generations admitted before 0004.
+    owner_frontend_id: Mapped[str | None] = mapped_column(ID)
 
     attempts: Mapped[list[Attempt]] = relationship(
         back_populates="generation", lazy="raise", order_by="Attempt.epoch"

@@ -4,10 +4,9 @@ converse.py) and the HTTP app (frontend/http/) adapt their wire formats to these
 once. Requests and answers are the protobuf messages of protos/llm/v1: gRPC receives them as they
 are, HTTP transcodes JSON into them (protobuf's JSON mapping) and back.
 
-GenerationCalls  start (validate, resolve, tokenize, admit), follow (a Reader), resume, get, cancel
-Reader           one client stream following a generation's retained events from a cursor: it
-                 joins the generation on creation and leaves it on close(), which starts the
-                 disconnect grace period once no client follows it
+GenerationCalls  start (validate, resolve, tokenize, admit), open and resume (a Follower,
+                 frontend/reader.py), get, cancel. A generation another frontend runs is
+                 followed and cancelled through its owner (frontend/relay_client.py Forwarding)
 list_models      the served versions and alias routes
 UsageCalls       the caller's billed usage in a window
 FrontendCalls    all of them for one frontend (`frontend_calls`), served by both its servers
@@ -18,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -29,11 +28,12 @@ from frontend.auth import Tenant
 from frontend.config import FrontendSettings
 from frontend.error_map import api_error
 from frontend.errors import ApiError, cursor_expired, invalid_argument
-from frontend.generations import GenerationManager, LiveGeneration
+from frontend.generations import GenerationManager, LiveGeneration, NotRetained
 from frontend.offload import Offload
+from frontend.reader import Follower, Reader
 from frontend.registry import ModelRegistry, ServedVersion
+from frontend.relay_client import Forwarding
 from frontend.run_loop import rejected
-from frontend.stream_log import CursorExpired
 from frontend.validation import (
     DEFAULT_LIMITS,
     RequestLimits,
@@ -59,56 +59,6 @@ def tokenize(version: ServedVersion, req: ValidatedRequest) -> tuple[int, ...]:
     return tuple(ids)
 
 
-class Reader:
-    """One client stream following `live` after sequence `after`. Its cursor advances as the
-    transport takes each event (gRPC and HTTP both await a write's completion before asking for the
-    next), so a client that stops reading stops the cursor once flow control blocks the write, and
-    the run is then paused (and, too slow, cancelled SLOW_CONSUMER).
-
-    The transport calls close() when its stream ends for any reason (completion, cancellation,
-    disconnect): a generator that is never resumed after its client went away cannot be relied on
-    to do it."""
-
-    def __init__(self, manager: GenerationManager, live: LiveGeneration, after: int) -> None:
-        try:
-            self.cursor = live.log.attach(after)
-        except CursorExpired as e:
-            raise cursor_expired(live.generation_id) from e
-        self.live = live
-        self.after = after
-        self._manager = manager
-        manager.client_joined(live)
-        self._span = live.observer.delivery("delivery", after) if live.observer is not None else None
-        self._closed = False
-
-    async def events(self) -> AsyncGenerator[pb.GenerationEvent, None]:
-        """The events after the cursor, live until the generation ends; raises the ApiError of a
-        run that ended without `finished` (refused, or its end could not be recorded)."""
-        live = self.live
-        error: ApiError | None = None
-        try:
-            async for event in live.log.follow(self.after, self.cursor):
-                live.log.advance(self.cursor, event.sequence)
-                yield event
-        except CursorExpired:
-            error = cursor_expired(live.generation_id)
-        if error is None and live.error is not None and not live.finished:
-            error = live.error
-        if error is not None:
-            raise error
-
-    def close(self) -> None:
-        """The client stream ended. Repeating it is harmless."""
-        if self._closed:
-            return
-        self._closed = True
-        self.live.log.detach(self.cursor)
-        self._manager.client_left(self.live)
-        if self._span is not None:
-            self._span.set_attribute("llm.delivered_through", self.cursor.consumed)
-            self._span.end()
-
-
 class GenerationCalls:
     def __init__(
         self,
@@ -116,11 +66,14 @@ class GenerationCalls:
         manager: GenerationManager,
         limits: RequestLimits = DEFAULT_LIMITS,
         offload: Offload | None = None,
+        forwarding: Forwarding | None = None,
     ) -> None:
+        """forwarding: how generations other frontends run are reached (None: this frontend alone)."""
         self.registry = registry
         self.manager = manager
         self.limits = limits
         self.offload = offload or Offload()  # tokenization and templates, off the event loop
+        self.forwarding = forwarding
 
     async def start(self, tenant: Tenant, request: pb.GenerateRequest) -> LiveGeneration:
         """Validates, resolves, tokenizes and admits a request (Generate, Converse's `start`, HTTP);
@@ -146,22 +99,49 @@ class GenerationCalls:
         )
         return live
 
+    async def open(self, tenant: Tenant, request: pb.GenerateRequest, after: int = 0) -> Follower:
+        """Generate: the stream of the generation the request starts, or of the one its request id
+        already names (on whatever frontend runs it), after sequence `after`."""
+        try:
+            live = await self.start(tenant, request)
+        except NotRetained as e:
+            resume = pb.ResumeRequest(generation_id=e.generation_id, after_sequence=after)
+            remote = await self.forwarding.resume(tenant, resume) if self.forwarding else None
+            if remote is None:
+                raise
+            return remote
+        return self.reader(live, after)
+
     def reader(self, live: LiveGeneration, after: int = 0) -> Reader:
         """A client stream of `live` after `after` (CURSOR_EXPIRED when no longer retained)."""
         return Reader(self.manager, live, after)
 
     async def retained(self, tenant: Tenant, generation_id: str) -> LiveGeneration:
-        """The tenant's generation whose events are still retained: NOT_FOUND for another tenant's
-        or an unknown id, CURSOR_EXPIRED when its stream is no longer retained."""
+        """The tenant's generation whose events are still retained here: NOT_FOUND for another
+        tenant's or an unknown id, CURSOR_EXPIRED when its stream is not retained here."""
         live = self.manager.retained(tenant.id, generation_id)
         if live is None:
             await self.manager.get(tenant.id, generation_id=generation_id)
             raise cursor_expired(generation_id)
         return live
 
-    async def resume(self, tenant: Tenant, request: pb.ResumeRequest) -> Reader:
+    async def resume(self, tenant: Tenant, request: pb.ResumeRequest) -> Follower:
+        """The generation's events after the cursor, from this frontend or from its owner."""
+        if self.manager.retained(tenant.id, request.generation_id) is None and self.forwarding is not None:
+            remote = await self.forwarding.resume(tenant, request)
+            if remote is not None:
+                return remote
+        return await self.resume_here(tenant, request)
+
+    async def resume_here(self, tenant: Tenant, request: pb.ResumeRequest) -> Reader:
+        """Resume from what this frontend retains only (the relay's answer to other frontends)."""
         live = await self.retained(tenant, request.generation_id)
         return self.reader(live, request.after_sequence)
+
+    def nothing_follows(self, tenant: Tenant, generation_id: str, after: int) -> bool:
+        """The generation ended here and `after` is its last event (HTTP answers 204)."""
+        live = self.manager.retained(tenant.id, generation_id)
+        return live is not None and live.log.closed and live.finished and after >= live.log.last_sequence
 
     async def get(self, tenant: Tenant, request: pb.GetGenerationRequest) -> pb.Generation:
         if request.WhichOneof("key") is None:
@@ -171,6 +151,15 @@ class GenerationCalls:
         )
 
     async def cancel(self, tenant: Tenant, request: pb.CancelGenerationRequest) -> pb.Generation:
+        """CancelGeneration (and Converse's cancel frames): stopped here, or by its owner; with the
+        owner gone, the intent is recorded and the answer is the recorded state."""
+        if self.manager.live.get(request.generation_id) is None and self.forwarding is not None:
+            answer = await self.forwarding.cancel(tenant, request)
+            if answer is not None:
+                return answer
+        return await self.cancel_here(tenant, request)
+
+    async def cancel_here(self, tenant: Tenant, request: pb.CancelGenerationRequest) -> pb.Generation:
         return await self.manager.cancel(tenant.id, request.generation_id)
 
 
@@ -264,7 +253,10 @@ class FrontendCalls:
 
 @asynccontextmanager
 async def frontend_calls(
-    registry: ModelRegistry, manager: GenerationManager, settings: FrontendSettings | None = None
+    registry: ModelRegistry,
+    manager: GenerationManager,
+    settings: FrontendSettings | None = None,
+    forwarding: Forwarding | None = None,
 ) -> AsyncIterator[FrontendCalls]:
     """The shared calls over `manager`, with their tokenizer threads (closed on exit)."""
     settings = settings or FrontendSettings()
@@ -275,7 +267,7 @@ async def frontend_calls(
         yield FrontendCalls(
             registry,
             manager.dispatcher.pool,
-            GenerationCalls(registry, manager, limits, offload),
+            GenerationCalls(registry, manager, limits, offload, forwarding),
             UsageCalls(lambda tenant, start, end: usage_by_tenant(store, tenant, start=start, end=end)),
             settings.converse_window_events,
         )

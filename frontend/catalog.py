@@ -36,6 +36,7 @@ from control.models import ModelVersionStatus, RouteOrigin
 from control.revision import current_revision
 from control.tenants import TenantEntry, TenantSpec, tenant_directory, upsert_tenant
 from control.workers import draining_workers, set_worker_draining
+from datastore.locks import exclusive
 from datastore.store import Store
 from frontend.auth import ApiKeyStore
 from frontend.background import Background
@@ -44,6 +45,7 @@ from frontend.worker_pool import WorkerPool
 
 ROOT = Path(__file__).resolve().parent.parent
 SQLITE_PREFIX = "sqlite:///"
+CATALOG_WRITES = 0x6C6C6D_63617461  # "llm" "cata": seeding, READY marks and routes, one at a time
 log = logging.getLogger(__name__)
 
 
@@ -79,8 +81,9 @@ def seed_catalog(
     now: datetime,
 ) -> None:
     """Records the config's tenants, its versions (REGISTERED until a worker loads them) and its
-    alias routes, in one transaction. Idempotent."""
+    alias routes, in one transaction. Idempotent, and safe with other frontends seeding at once."""
     with store.transaction() as s:
+        exclusive(s, CATALOG_WRITES)
         for tenant in tenants:
             upsert_tenant(s, tenant, now=now)
         for alias, version in routes:
@@ -103,6 +106,7 @@ def served_versions(store: Store) -> list[tuple[str, Path]]:
 def mark_ready(store: Store, versions: Iterable[ServedVersion], *, now: datetime) -> None:
     """Records versions a worker has loaded as READY (registering any not yet known)."""
     with store.transaction() as s:
+        exclusive(s, CATALOG_WRITES)
         for version in versions:
             register_version(s, version_spec(version), now=now)
             set_version_status(s, version.version_id, ModelVersionStatus.READY, now=now)
@@ -171,6 +175,7 @@ class CatalogCache:
         """Records the alias' route (control's errors for a bad alias, route or version), then
         routes by it here (blocking: a store transaction)."""
         with self.store.transaction() as s:
+            exclusive(s, CATALOG_WRITES)
             set_alias_route(s, alias, weights, now=datetime.now(UTC))
         self.registry.routes[alias] = dict(weights)
 

@@ -4,7 +4,7 @@ llmctl generate --model smollm2-135m "Write a haiku about the sea"
 llmctl generate --chat "Hi there" --json
 llmctl models
 llmctl workers                       (Admin: needs --admin-key)
-llmctl drain local-1                 (Admin)
+llmctl drain myhost-8001             (Admin; a worker id as `llmctl workers` lists it)
 """
 
 from __future__ import annotations

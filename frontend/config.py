@@ -64,6 +64,9 @@ class FrontendSettings:
     worker_inactivity_timeout_s: float = 10.0
     # worker identity and readiness probes, canaries to silent models, and health, this often
     worker_probe_interval_s: float = 2.0
+    # a running generation's attempt lease, renewed every third of it; a frontend that dies leaves
+    # its attempts to the others' sweeper once their leases expired (INTERRUPTED, usage sealed)
+    attempt_lease_s: float = 60.0
 
 
 @dataclass(slots=True, frozen=True)
@@ -88,6 +91,29 @@ class TritonSettings:
     metrics_port: int = 8002  # Triton's own metrics (worker KV blocks, ...)
     exit_timeout_s: int = 10
     work_dir: str = "var/triton"  # backend dir, model repository, logs
+
+
+@dataclass(slots=True, frozen=True)
+class FleetSettings:
+    """The fleet's roles (`python -m serving frontend | worker`, docs/architecture.md "The fleet")."""
+
+    relay_listen: str = "127.0.0.1:0"  # frontend: its internal relay (forwarded Resume / Cancel)
+    relay_advertise: str = ""  # host:port the other frontends dial ("": the bound relay_listen)
+    frontend_key: str = ""  # the frontends' shared secret: the relay credential, the cache salts
+    worker_key: str = ""  # the workers' Triton access key, shared by the frontends and worker hosts
+    frontend_lease_s: float = 10.0  # a frontend registration not renewed this long is gone
+    worker_lease_s: float = 10.0  # a worker registration not renewed this long is dropped
+    registry_refresh_s: float = 1.0  # how often a frontend re-reads the worker registry
+    drain_timeout_s: float = 60.0  # SIGTERM: how long a frontend lets its streams finish
+
+
+@dataclass(slots=True, frozen=True)
+class WorkerSettings:
+    """A worker host's identity and addresses (`python -m serving worker`; names in `make serve`)."""
+
+    name: str = ""  # worker i is "<name>-<i>"; "": "<hostname>-<its Triton gRPC port>"
+    host: str = "127.0.0.1"  # the address Triton binds (loopback unless frontends are remote)
+    advertise_host: str = ""  # the host frontends dial ("": host)
 
 
 @dataclass(slots=True, frozen=True)
@@ -120,6 +146,8 @@ class PlatformConfig:
     store: StoreSettings = field(default_factory=StoreSettings)
     triton: TritonSettings = field(default_factory=TritonSettings)
     telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
+    fleet: FleetSettings = field(default_factory=FleetSettings)
+    worker: WorkerSettings = field(default_factory=WorkerSettings)
     tenants: tuple[TenantSpec, ...] = ()  # seeded into the control store at start (control is authoritative)
     models: tuple[ModelSettings, ...] = (ModelSettings(),)
 
@@ -142,7 +170,8 @@ def load_config(path: Path | None) -> PlatformConfig:
 
 
 def parse_config(raw: dict[str, Any], where: str = "config") -> PlatformConfig:
-    unknown = set(raw) - {"frontend", "http", "store", "triton", "telemetry", "tenants", "models"}
+    sections = {"frontend", "http", "store", "triton", "telemetry", "fleet", "worker", "tenants", "models"}
+    unknown = set(raw) - sections
     if unknown:
         raise ConfigError(f"{where}: unknown section(s) {sorted(unknown)}")
     tenants = tuple(_build(TenantSpec, t, f"{where} [[tenants]]") for t in raw.get("tenants", []))
@@ -153,6 +182,8 @@ def parse_config(raw: dict[str, Any], where: str = "config") -> PlatformConfig:
         store=_build(StoreSettings, raw.get("store", {}), f"{where} [store]"),
         triton=_build(TritonSettings, raw.get("triton", {}), f"{where} [triton]"),
         telemetry=_build(TelemetrySettings, raw.get("telemetry", {}), f"{where} [telemetry]"),
+        fleet=_build(FleetSettings, raw.get("fleet", {}), f"{where} [fleet]"),
+        worker=_build(WorkerSettings, raw.get("worker", {}), f"{where} [worker]"),
         tenants=tenants,
         models=models or (ModelSettings(),),
     )
@@ -218,8 +249,7 @@ def _check(cfg: PlatformConfig, where: str) -> None:
         raise ConfigError(
             f"{where}: [frontend] TLS needs tls_cert_file and tls_key_file (and then tls_client_ca_file)"
         )
-    _, colon, port = cfg.http.listen.rpartition(":")
-    if cfg.http.listen and not (colon and port.isdigit()):
+    if cfg.http.listen and not _host_port(cfg.http.listen):
         raise ConfigError(f"{where}: [http] listen must be host:port (or empty for no HTTP)")
     if not isinstance(cfg.http.default_max_tokens, int) or cfg.http.default_max_tokens < 1:
         raise ConfigError(f"{where}: [http] default_max_tokens must be a positive integer")
@@ -228,6 +258,31 @@ def _check(cfg: PlatformConfig, where: str) -> None:
         raise ConfigError(f"{where}: [telemetry] otlp_endpoint must be an http(s) URL")
     if not (cfg.store.url.startswith("sqlite:///") or cfg.store.url.startswith("postgresql")):
         raise ConfigError(f"{where}: store url must be sqlite:///… or postgresql+psycopg://…")
+    _check_fleet(cfg.fleet, f.attempt_lease_s, where)
+
+
+def _check_fleet(fleet: FleetSettings, attempt_lease_s: float, where: str) -> None:
+    if not attempt_lease_s > 0:
+        raise ConfigError(f"{where}: [frontend] attempt_lease_s must be positive")
+    periods = (fleet.frontend_lease_s, fleet.worker_lease_s, fleet.registry_refresh_s, fleet.drain_timeout_s)
+    if not all(isinstance(p, int | float) and p > 0 for p in periods):
+        raise ConfigError(f"{where}: [fleet] leases, registry_refresh_s and drain_timeout_s must be positive")
+    if fleet.registry_refresh_s >= fleet.worker_lease_s:
+        raise ConfigError(f"{where}: [fleet] registry_refresh_s must be below worker_lease_s")
+    if not all(_host_port(a) for a in (fleet.relay_listen, fleet.relay_advertise) if a):
+        raise ConfigError(f"{where}: [fleet] relay_listen and relay_advertise must be host:port")
+
+
+def require_fleet_keys(cfg: PlatformConfig, *keys: str) -> None:
+    """ConfigError unless the fleet's named secrets are set (the roles of the fleet need them)."""
+    missing = [k for k in keys if not getattr(cfg.fleet, k)]
+    if missing:
+        raise ConfigError(f"the fleet roles need [fleet] {', '.join(missing)} (a shared secret each)")
+
+
+def _host_port(address: str) -> bool:
+    _, colon, port = address.rpartition(":")
+    return bool(colon) and port.isdigit()
 
 
 def check_loopback_only(cfg: PlatformConfig) -> None:

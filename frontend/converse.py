@@ -13,7 +13,8 @@ as consumed when grpc takes it, as on Generate, and HTTP/2 flow control paces th
 
 Errors: a frame the server cannot act on does not end the stream. A start refused as Generate would
 refuse it (INVALID_ARGUMENT, RESOURCE_EXHAUSTED, ... or a worker refusing it before its first event),
-a cancel of an unknown or another tenant's generation (NOT_FOUND), or an empty frame
+a cancel of an unknown or another tenant's generation (NOT_FOUND; a cancel of a generation another
+frontend runs is forwarded to it, as CancelGeneration's is), or an empty frame
 (INVALID_ARGUMENT) is answered with a `rejected` event carrying that status; the stream and its
 other generations go on. An ack for a generation not on the stream is ignored (it may just have
 finished). The stream ends after the client half-closes and every generation on it has finished; a
@@ -39,6 +40,7 @@ from llm.v1 import generations_pb2 as pb
 
 log = logging.getLogger(__name__)
 Starter = Callable[[Tenant, pb.GenerateRequest], Awaitable[LiveGeneration]]
+Canceller = Callable[[Tenant, pb.CancelGenerationRequest], Awaitable[pb.Generation]]
 
 
 @dataclass(slots=True, eq=False)
@@ -58,9 +60,13 @@ class _Stream:
 
 
 class Conversation:
-    def __init__(self, tenant: Tenant, start: Starter, manager: GenerationManager, window: int) -> None:
+    def __init__(
+        self, tenant: Tenant, start: Starter, cancel: Canceller, manager: GenerationManager, window: int
+    ) -> None:
+        """cancel: CancelGeneration's call (it reaches the frontend running the generation)."""
         self.tenant = tenant
         self.start = start
+        self.cancel = cancel
         self.manager = manager
         self.window = window
         self._streams: dict[str, _Stream] = {}
@@ -144,7 +150,7 @@ class Conversation:
 
     async def _cancel(self, generation_id: str) -> None:
         try:
-            await self.manager.cancel(self.tenant.id, generation_id)
+            await self.cancel(self.tenant, pb.CancelGenerationRequest(generation_id=generation_id))
         except Exception as e:
             await self._reject(api_error(e), generation_id)
 
@@ -176,6 +182,7 @@ class Conversation:
                 s.queued = event.sequence
             if s.live.error is not None and not s.live.finished:  # refused, or its end not recorded
                 await self._reject(s.live.error, s.live.generation_id, s.request_id)
+            s.live.delivered = True
         except Exception:
             log.exception("converse: streaming generation %s failed", s.live.generation_id)
             await self._out.put(_internal())

@@ -56,6 +56,29 @@ class ApiError(Exception):
         return status
 
 
+def relayed(status: status_pb2.Status) -> ApiError | None:
+    """The ApiError a google.rpc.Status of this API carries (a forwarded call's refusal, passed on
+    unchanged); None for a status without our ErrorInfo (a transport failure)."""
+    info = error_info(status)
+    if info is None or info.domain != DOMAIN:
+        return None
+    error = ApiError(_CODES[status.code], info.reason, status.message, dict(info.metadata))
+    for detail in status.details:
+        if detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
+            retry = error_details_pb2.RetryInfo()
+            detail.Unpack(retry)
+            error.retry_after_s = retry.retry_delay.ToMilliseconds() / 1000
+        elif detail.Is(error_details_pb2.QuotaFailure.DESCRIPTOR):
+            quota = error_details_pb2.QuotaFailure()
+            detail.Unpack(quota)
+            if quota.violations:
+                error.quota = (quota.violations[0].subject, quota.violations[0].description)
+    return error
+
+
+_CODES = {code.value[0]: code for code in grpc.StatusCode}
+
+
 def invalid_argument(reason: str, message: str, **metadata: str) -> ApiError:
     return ApiError(grpc.StatusCode.INVALID_ARGUMENT, reason, message, dict(metadata))
 

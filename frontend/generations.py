@@ -1,9 +1,10 @@
 """Generations in the frontend, as use cases over the lifecycle layer: admit, cancel, get.
 
 start()  -> create-or-get (tenant, request_id) with the effective-payload hash and reserve the
-            tenant budget in one transaction (lifecycle/admission.py): it is QUEUED; its run
-            (frontend/run_loop.py) starts the attempt once a worker has room, and appends its
-            events to an EventLog that any number of client streams follow (frontend/live.py)
+            tenant budget in one transaction (lifecycle/admission.py): it is QUEUED, owned by this
+            frontend; its run (frontend/run_loop.py) starts the attempt once a worker has room,
+            and appends its events to an EventLog that any number of client streams follow
+            (frontend/live.py). Refused (DRAINING) once drain() began
 cancel() -> persist the intent, then stop the run; the engine drops it at the next step
 get()    -> the recorded state, tenant-scoped; while QUEUED, its place in this frontend's queue
 """
@@ -28,7 +29,7 @@ from control.states import GenerationState
 from datastore.store import Store
 from frontend.auth import Tenant
 from frontend.cache_salt import CacheSalts
-from frontend.errors import ApiError
+from frontend.errors import ApiError, unavailable
 from frontend.generation import GenerationRun
 from frontend.leases import LeaseKeeper
 from frontend.live import LiveGeneration, LiveRegistry
@@ -45,7 +46,25 @@ from lifecycle.reads import GenerationRecord, get_generation, get_generation_by_
 from llm.v1 import generations_pb2 as pb
 
 Reason = pb.Finished.Reason
-__all__ = ["GatewaySettings", "GenerationManager", "LiveGeneration", "payload_hash"]
+__all__ = ["GatewaySettings", "GenerationManager", "LiveGeneration", "NotRetained", "payload_hash"]
+
+
+class NotRetained(ApiError):
+    """The request id names a generation whose stream this frontend does not retain (it ended long
+    ago, or another frontend runs it): OUT_OF_RANGE CURSOR_EXPIRED unless its owner can be reached."""
+
+    def __init__(self, generation_id: str, state: str) -> None:
+        super().__init__(
+            grpc.StatusCode.OUT_OF_RANGE,
+            "CURSOR_EXPIRED",
+            f"generation {generation_id} exists ({state}); its stream is no longer retained: "
+            "use GetGeneration",
+            {"generation_id": generation_id},
+        )
+
+    @property
+    def generation_id(self) -> str:
+        return self.metadata["generation_id"]
 
 
 def payload_hash(version_id: str, prompt_ids: tuple[int, ...], req: ValidatedRequest) -> str:
@@ -98,7 +117,9 @@ class GenerationManager:
             live=self.live.open,
             on_lost=lambda g: self.live.cancel(g, LEASE_LOST),  # type: ignore[arg-type]
             queue_bound_s=max(dispatcher.queue_wait_s.values()),
+            on_cancel=lambda g: self.live.cancel(g, "CANCELED"),  # type: ignore[arg-type]
         )
+        self.draining = False  # drain() began: no new generation is admitted
 
     async def start(
         self,
@@ -111,6 +132,8 @@ class GenerationManager:
         """Admits the request (QUEUED) and starts its run, or attaches to the generation its request
         id already names. `received`: (time_ns, monotonic s) it arrived, for its trace."""
         received_ns, received_s = received or (time.time_ns(), time.monotonic())
+        if self.draining:
+            raise unavailable("DRAINING", "this frontend is shutting down; send the request to another")
         self.live.forget_expired()
         new_id = uuid.uuid4().hex
         new = NewGeneration(
@@ -121,6 +144,7 @@ class GenerationManager:
             model_version_id=version.version_id,
             reserved_input_tokens=len(prompt_ids),
             reserved_output_tokens=req.params.max_output_tokens,
+            owner_frontend_id=self.settings.frontend_id or None,
         )
         run = GenerationRun(
             generation_id=new_id,
@@ -145,13 +169,7 @@ class GenerationManager:
         if not admission.created:  # the same request again: attach to what is retained
             retained = self.live.get(admission.generation_id)
             if retained is None:
-                raise ApiError(
-                    grpc.StatusCode.OUT_OF_RANGE,
-                    "CURSOR_EXPIRED",
-                    f"generation {admission.generation_id} exists ({admission.state}); its stream is no "
-                    "longer retained: use GetGeneration",
-                    {"generation_id": admission.generation_id},
-                )
+                raise NotRetained(admission.generation_id, str(admission.state))
             return retained
         live = LiveGeneration(
             new_id, tenant.id, EventLog(new_id, self.settings.max_events, self.settings.max_bytes)
@@ -176,6 +194,12 @@ class GenerationManager:
     def start_background(self) -> None:
         """Starts renewing live runs' leases and sweeping expired ones (frontend/leases.py)."""
         self.leases.start()
+
+    async def drain(self, timeout_s: float) -> bool:
+        """Admits nothing more and waits, up to `timeout_s`, until every run has ended and no client
+        follows one (its readers took every event); True when that happened in time."""
+        self.draining = True
+        return await self.live.wait_idle(timeout_s)
 
     async def shutdown(self) -> None:
         """Cancels every live run (each ends CANCELED, usage flushed) and waits for them."""

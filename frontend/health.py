@@ -1,9 +1,9 @@
 """The frontend's grpc.health.v1 status, recomputed for as long as it serves (never fixed at
 start-up): SERVING while every registered version is ready on at least one routable worker
 (healthy by the supervisor's verdict, not draining, and its Triton reporting the model ready),
-NOT_SERVING otherwise. It is recomputed every `interval_s`, and at once when the supervisor
-changes a worker's health (`WorkerPool.changed`), so a restart shows as NOT_SERVING however
-quickly it completes.
+NOT_SERVING otherwise, and from the moment the frontend itself drains for its exit. It is
+recomputed every `interval_s`, and at once when the supervisor changes a worker's health
+(`WorkerPool.changed`), so a restart shows as NOT_SERVING however quickly it completes.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 
 from grpc_health.v1 import health, health_pb2
 
@@ -39,19 +40,23 @@ class HealthCheck:
         pool: WorkerPool,
         services: tuple[str, ...],
         interval_s: float = 1.0,
+        accepting: Callable[[], bool] = lambda: True,
     ) -> None:
-        """services: the names whose status is set, besides the server's overall one ("")."""
+        """services: the names whose status is set, besides the server's overall one ("").
+        accepting: False once the frontend admits no more work (it drains)."""
         self.servicer = servicer
         self.registry = registry
         self.pool = pool
         self.services = ("", *services)
         self.interval_s = interval_s
+        self.accepting = accepting
         self.status: int | None = None  # the status last set
         self._background = Background("health-check", self._loop)
 
     async def refresh(self) -> bool:
         """Recomputes the status and sets it where it changed; True when SERVING."""
-        status = SERVING if await servable(self.registry, self.pool) else NOT_SERVING
+        serving = self.accepting() and await servable(self.registry, self.pool)
+        status = SERVING if serving else NOT_SERVING
         if status != self.status:
             log.info("health: %s", health_pb2.HealthCheckResponse.ServingStatus.Name(status))
             for name in self.services:

@@ -1,9 +1,11 @@
 """Keeping attempts' leases: renew those of live runs, sweep expired ones.
 
-Every `lease_s / 3` the keeper renews the lease of every generation this frontend is running; one
-that is fenced off (another party ended or replaced the attempt, e.g. the sweeper after a stall)
-is handed to `on_lost`, which stops the run. Every `lease_s / 2` it interrupts attempts whose lease
-expired: a crashed frontend's generations end INTERRUPTED (LEASE_EXPIRED) instead of hanging.
+Every `lease_s / 3` the keeper renews the lease of every generation this frontend is running, all
+in one transaction; one that is fenced off (another party ended or replaced the attempt, e.g. the
+sweeper after a stall) is handed to `on_lost`, which stops the run, and one whose cancel intent is
+recorded (by another frontend that could not reach this one) to `on_cancel`. Every `lease_s / 2` it
+interrupts attempts whose lease expired, this frontend's or any other's: a crashed frontend's
+generations end INTERRUPTED (LEASE_EXPIRED) with their usage sealed, instead of hanging.
 """
 
 from __future__ import annotations
@@ -15,9 +17,8 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from control.attempts import Lease
-from control.errors import ControlError
 from datastore.store import Store
-from lifecycle.attempts import renew_lease
+from lifecycle.attempts import renew_leases
 from lifecycle.termination import sweep_abandoned_queued, sweep_expired_leases
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,7 @@ class LeaseKeeper:
         live: Callable[[], Iterable[Leased]],
         on_lost: Callable[[Leased], None],
         queue_bound_s: float = 600.0,
+        on_cancel: Callable[[Leased], None] = lambda _: None,
     ) -> None:
         """queue_bound_s: the longest a generation may wait in a frontend's queue (the largest tier
         allowance); a QUEUED generation untouched for that plus a lease has lost its frontend."""
@@ -48,6 +50,7 @@ class LeaseKeeper:
         self.clock = clock
         self.live = live  # the runs to renew: running, not yet closed
         self.on_lost = on_lost
+        self.on_cancel = on_cancel
         self.queue_bound_s = queue_bound_s
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -71,20 +74,18 @@ class LeaseKeeper:
 
     async def renew(self) -> None:
         live = [g for g in self.live() if g.lease is not None]
-        lost = await asyncio.to_thread(self._renew_all, [g.lease for g in live if g.lease is not None])
+        leases = [g.lease for g in live if g.lease is not None]
+        if not leases:
+            return
+        now, lease_for = self.clock(), timedelta(seconds=self.lease_s)
+        renewal = await asyncio.to_thread(renew_leases, self.store, leases, now=now, lease_for=lease_for)
         for g in live:
-            if g.generation_id in lost:
+            if g.generation_id in renewal.lost:
                 log.warning("generation %s: lease lost, stopping it", g.generation_id)
                 self.on_lost(g)
-
-    def _renew_all(self, leases: list[Lease]) -> set[str]:
-        lost = set()
-        for lease in leases:
-            try:
-                renew_lease(self.store, lease, now=self.clock(), lease_for=timedelta(seconds=self.lease_s))
-            except ControlError:
-                lost.add(lease.generation_id)
-        return lost
+            elif g.generation_id in renewal.cancel_requested:
+                log.info("generation %s: cancel recorded elsewhere, stopping it", g.generation_id)
+                self.on_cancel(g)
 
     async def sweep(self) -> None:
         swept = await asyncio.to_thread(self._sweep_blocking)

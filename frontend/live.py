@@ -32,6 +32,7 @@ class LiveGeneration:
     finished: bool = False  # its `finished` event is in the log
     closed_at: float | None = None  # loop time the log closed
     clients: int = 0  # client streams (Generate, Resume) following it now
+    delivered: bool = False  # a follower took its last event (or its error)
     cancel_reason: str = "CANCELED"  # recorded terminal reason when its task is cancelled
     lease: Lease | None = None  # its attempt's lease once it left the queue (renewed while it runs)
     cancel_requested_at: float | None = None  # loop time of the cancel intent (lag metric)
@@ -87,8 +88,9 @@ class LiveRegistry:
 
     def cancel(self, live: LiveGeneration, reason: str) -> None:
         """Stops a run from inside the gateway (e.g. reason SLOW_CONSUMER); it ends CANCELED with
-        usage sealed and `reason` recorded. No-op once it has ended."""
-        if live.running:
+        usage sealed and `reason` recorded. No-op once it has ended or is being cancelled already
+        (a second cancellation would land in the first one's clean-up)."""
+        if live.running and live.cancel_requested_at is None:
             assert live.task is not None
             live.cancel_reason = reason
             live.cancel_requested_at = asyncio.get_running_loop().time()
@@ -99,6 +101,28 @@ class LiveRegistry:
         for gid, live in list(self._live.items()):
             if live.closed_at is not None and now - live.closed_at > self.retain_s:
                 del self._live[gid]
+
+    def idle(self) -> bool:
+        """No run is going on, no client follows one, and every ended one was delivered to the end
+        or left unfollowed for the grace period (a client that lost its stream may come back,
+        through any frontend, within it)."""
+        now = asyncio.get_running_loop().time()
+        for g in self._live.values():
+            if g.running or g.clients > 0:
+                return False
+            if not g.delivered and g.closed_at is not None and now - g.closed_at < self.grace_s:
+                return False
+        return True
+
+    async def wait_idle(self, timeout_s: float, poll_s: float = 0.2) -> bool:
+        """Waits up to `timeout_s` until idle(); True when it became idle in time."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not self.idle():
+            if loop.time() >= deadline:
+                return False
+            await asyncio.sleep(poll_s)
+        return True
 
     async def shutdown(self) -> None:
         """Cancels every run (each ends CANCELED, usage flushed) and waits for them."""

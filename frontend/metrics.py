@@ -15,6 +15,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from datastore.meter import StoreMeter
+
 LAG_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 LATENCY_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0)
 ITL_BUCKETS_S = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.0)
@@ -99,6 +101,10 @@ class FrontendMetrics:
         label; `workers` yields (worker id, metrics URL) at scrape time."""
         self.registry.register(_WorkerRelay(workers))
 
+    def watch_store(self, meter: StoreMeter) -> None:
+        """Exposes what this process asks of the store (datastore/meter.py) as counters."""
+        self.registry.register(_StoreCost(meter))
+
     def serve(self, listen: str) -> int:
         """Serves /metrics on `listen` (host:port; port 0 picks one); returns the bound port."""
         host, _, port = listen.rpartition(":")
@@ -132,6 +138,28 @@ class _DecodeShare(Collector):
         for tenant, tokens in sorted(by_tenant.items()):
             share.add_metric([tenant], tokens / total if total else 0.0)
         yield share
+
+
+class _StoreCost(Collector):
+    """llm_store_{statements,transactions,round_trips}_total: the store's cost, as counted so far."""
+
+    def __init__(self, meter: StoreMeter) -> None:
+        self.meter = meter
+
+    def collect(self) -> Iterator[Metric]:
+        counts = self.meter.counts()
+        for name, what, value in (
+            ("llm_store_statements", "SQL statements executed against the control store", counts.statements),
+            ("llm_store_transactions", "Store transactions ended (commit or rollback)", counts.transactions),
+            (
+                "llm_store_round_trips",
+                "Round trips to the store on PostgreSQL: statements, BEGIN, COMMIT and pool pings",
+                counts.round_trips,
+            ),
+        ):
+            family = CounterMetricFamily(name, what)
+            family.add_metric([], value)
+            yield family
 
 
 _SAMPLE = re.compile(r"^(llm_worker_\w+)(?:\{([^}]*)\})? ([0-9.eE+-]+|NaN)$")

@@ -138,6 +138,8 @@ class Dispatcher:
                         type(e).__name__,
                     )
                     tried.add(worker.worker_id)
+                    if isinstance(e, WorkerLost):
+                        self.pool.lost(worker.worker_id)
                     self._release(worker, ticket, version_id)
                     worker = self.pool.with_room(
                         version_id, ticket.blocks, exclude=frozenset(tried), tenant=ticket.tenant_id

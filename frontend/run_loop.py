@@ -49,6 +49,7 @@ STATE_OF_REASON = {
 
 @dataclass(slots=True, frozen=True)
 class GatewaySettings:
+    frontend_id: str = ""  # this frontend replica, recorded as the owner of what it admits
     worker_id: str = "local"
     lease_s: float = 60.0  # attempt lease; live runs renew theirs every lease_s / 3
     grace_s: float = 10.0  # a run with no client stream is cancelled after this

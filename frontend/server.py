@@ -123,7 +123,9 @@ async def frontend_server(
     if port == 0:
         raise OSError(f"cannot listen on {listen}")
     await server.start()
-    check = HealthCheck(health_servicer, registry, pool, SERVICE_NAMES, health_interval_s)
+    check = HealthCheck(
+        health_servicer, registry, pool, SERVICE_NAMES, health_interval_s, lambda: not manager.draining
+    )
     await check.refresh()
     check.start()
     try:

@@ -8,8 +8,9 @@ from collections.abc import AsyncIterator
 import grpc
 
 from frontend.auth import current_tenant
-from frontend.calls import GenerationCalls, Reader, UsageCalls, list_models
+from frontend.calls import GenerationCalls, UsageCalls, list_models
 from frontend.converse import Conversation
+from frontend.reader import Follower
 from frontend.registry import ModelRegistry
 from frontend.worker_pool import WorkerPool
 from llm.v1 import (
@@ -30,8 +31,8 @@ class GenerationsService(generations_pb2_grpc.GenerationsServicer):
     async def Generate(
         self, request: generations_pb2.GenerateRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[generations_pb2.GenerationEvent]:
-        live = await self.calls.start(current_tenant(), request)
-        async for event in _follow(self.calls.reader(live), context):
+        follower = await self.calls.open(current_tenant(), request)
+        async for event in _follow(follower, context):
             yield event
 
     async def Resume(
@@ -57,14 +58,17 @@ class GenerationsService(generations_pb2_grpc.GenerationsServicer):
         context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[generations_pb2.GenerationEvent]:
         manager = self.calls.manager
-        conversation = Conversation(current_tenant(), self.calls.start, manager, self.converse_window)
+        calls = self.calls
+        conversation = Conversation(
+            current_tenant(), calls.start, calls.cancel, manager, self.converse_window
+        )
         context.add_done_callback(lambda _: conversation.close())
         async for event in conversation.events(request_iterator):
             yield event
 
 
 async def _follow(
-    reader: Reader, context: grpc.aio.ServicerContext
+    reader: Follower, context: grpc.aio.ServicerContext
 ) -> AsyncIterator[generations_pb2.GenerationEvent]:
     """The reader's events; the RPC's end (completion, cancellation, disconnect) is seen by the
     context's callback, not by this generator, which grpc may never resume once the client has

@@ -4,12 +4,19 @@ health and draining.
 
 A worker's free blocks are an estimate (its configured pool minus what this frontend reserved); the
 worker's own reservation is the authority. With more than one tenant, one tenant may hold at most
-`tenant_share` of a worker's pool, so the rest stays for the others (fair memory).
+`tenant_share` of a worker's pool, so the rest stays for the others (fair memory). Several
+frontends sharing workers each estimate from their own reservations: a worker refuses what does
+not fit, and the request moves on to the next (frontend/routing.py).
+
+The pool of a `make serve` frontend is its local workers (serving/platform.py); a fleet frontend's
+is a cache of the store's worker registry (frontend/worker_directory.py), where a worker whose
+stream broke at dispatch is also held `suspect` (not routed to) until it heartbeats again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 
 from frontend.registry import ServedVersion
@@ -29,12 +36,15 @@ class WorkerHandle:
     healthy: bool = True
     draining: bool = False
     last_heartbeat: float = 0.0  # time.time() of the last health check that passed
+    suspect_since: float | None = None  # time.time() its stream broke at dispatch (fleet pools only)
 
     def free_blocks(self, version_id: str) -> int:
         return self.capacity.get(version_id, 0) - self.reserved.get(version_id, 0)
 
     def routable(self, version_id: str) -> bool:
-        return self.healthy and not self.draining and version_id in self.capacity
+        return (
+            self.healthy and not self.draining and self.suspect_since is None and version_id in self.capacity
+        )
 
     def tenant_cap(self, version_id: str, share: float) -> int:
         """The most blocks one tenant may hold of this worker's pool for the version."""
@@ -55,10 +65,19 @@ class WorkerPool:
         # other tenants); 1.0 while the catalog has a single tenant (frontend/catalog.py sets it)
         self.tenant_share = 1.0
         self.changed = asyncio.Event()  # set when a worker's health changes (the health check waits)
+        self.holds_suspects = False  # a worker whose stream broke at dispatch is held back (fleet)
 
     def set_healthy(self, worker_id: str, healthy: bool) -> None:
         self.workers[worker_id].healthy = healthy
         self.changed.set()
+
+    def lost(self, worker_id: str) -> None:
+        """A worker's stream broke before its first response: in a pool that holds suspects, it is
+        not routed to until its next heartbeat (a worker host that died sends none)."""
+        worker = self.workers.get(worker_id)
+        if self.holds_suspects and worker is not None and worker.suspect_since is None:
+            worker.suspect_since = time.time()
+            self.changed.set()
 
     def add(self, worker: WorkerHandle) -> None:
         self.workers[worker.worker_id] = worker

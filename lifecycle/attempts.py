@@ -3,6 +3,7 @@ is ended by control and its bill sealed, in the same transaction."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -12,6 +13,8 @@ from billing.seal import seal_watermark
 from billing.usage import open_watermark
 from control import attempts
 from control.attempts import Lease
+from control.errors import ControlError
+from control.models import Generation
 from datastore.store import Store
 
 
@@ -48,3 +51,28 @@ def renew_lease(store: Store, lease: Lease, *, now: datetime, lease_for: timedel
     """Extends a live lease to `now + lease_for`; a fenced-off attempt gets control's `FencingError`."""
     with store.transaction() as session:
         return attempts.renew_lease(session, lease, now=now, lease_for=lease_for)
+
+
+@dataclass(slots=True, frozen=True)
+class Renewal:
+    """What one round of lease renewals found (generation ids)."""
+
+    lost: frozenset[str]  # fenced off: another party ended or replaced the attempt
+    cancel_requested: frozenset[str]  # renewed, and a cancel intent is recorded (by any frontend)
+
+
+def renew_leases(store: Store, leases: Iterable[Lease], *, now: datetime, lease_for: timedelta) -> Renewal:
+    """Extends every live lease to `now + lease_for`, all in one transaction (one round of a
+    frontend's renewals costs one commit, whatever the number of its generations)."""
+    lost, cancelled = set(), set()
+    with store.transaction() as session:
+        for lease in leases:
+            try:
+                attempts.renew_lease(session, lease, now=now, lease_for=lease_for)
+            except ControlError:  # fenced off or gone; raised before anything is written
+                lost.add(lease.generation_id)
+                continue
+            generation = session.get(Generation, lease.generation_id)  # the fence has just read it
+            if generation is not None and generation.cancel_requested:
+                cancelled.add(lease.generation_id)
+    return Renewal(frozenset(lost), frozenset(cancelled))

@@ -1,7 +1,11 @@
 """The serving side: process roles and what runs while the platform serves.
 
 platform.py    the all-in-one platform (`make serve`): workers, frontend, supervisor
-workers.py     this machine's Triton workers and what their engines are started with
+fleet_frontend.py  the fleet's frontend role (`python -m serving frontend`): no workers of its own
+worker_host.py the fleet's worker-host role (`python -m serving worker`): Triton workers, registered
+frontend_node.py   one frontend's servers and use cases, whatever feeds its worker pool
+worker_set.py  the Triton workers one process tree starts, loads and records READY
+workers.py     this machine's Triton workers: ids, ports, and what their engines are started with
 supervisor.py  restarts dead or hung workers, heartbeats the worker registry
 probes.py      what tells that a running worker failed: identity, readiness, canaries
 triton.py      locates the `tritonserver` binary in the nvidia-pytriton wheel and runs it

@@ -1,6 +1,12 @@
-"""`make serve`: runs the Triton worker(s) and the frontend in the foreground until SIGINT/SIGTERM.
+"""The platform's process roles, in the foreground until SIGINT/SIGTERM.
 
-Run: `python -m serving [--config path.toml]`.
+    python -m serving [--config path.toml]            `make serve`: Triton worker(s) and the frontend
+    python -m serving frontend --config path.toml     a fleet frontend: no workers of its own
+    python -m serving worker --config path.toml       a fleet worker host: tritonserver(s), registered
+
+The fleet roles share one store (PostgreSQL) and the [fleet] secrets; docs/architecture.md says how
+they find each other. A frontend drains on SIGTERM (its streams finish, within [fleet]
+drain_timeout_s), then exits; a worker host ends its registrations, then stops its servers.
 """
 
 from __future__ import annotations
@@ -12,18 +18,32 @@ import signal
 import sys
 from pathlib import Path
 
-from frontend.config import LOCAL_ADMIN_KEY, LOCAL_API_KEY, LOCAL_TENANT, ConfigError, load_config
+from frontend.config import (
+    LOCAL_ADMIN_KEY,
+    LOCAL_API_KEY,
+    LOCAL_TENANT,
+    ConfigError,
+    PlatformConfig,
+    load_config,
+)
+from serving.fleet_frontend import FleetFrontend
 from serving.platform import Platform
 from serving.triton_host import TritonError
+from serving.worker_host import WorkerHost
 
 log = logging.getLogger("serving")
 
 
-async def _serve(platform: Platform) -> None:
+def _stop_on_signals() -> asyncio.Event:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+async def _serve(platform: Platform) -> None:
+    stop = _stop_on_signals()
     async with platform.frontend() as (_, port):
         host = platform.cfg.frontend.listen.rpartition(":")[0]
         print(f"llm platform: gRPC frontend on {host}:{port}", flush=True)
@@ -45,19 +65,63 @@ async def _serve(platform: Platform) -> None:
         print("shutting down", flush=True)
 
 
+async def _serve_frontend(frontend: FleetFrontend) -> None:
+    stop = _stop_on_signals()
+    await asyncio.to_thread(frontend.open)
+    async with frontend.serve() as node:
+        host = frontend.cfg.frontend.listen.rpartition(":")[0]
+        print(f"llm frontend {frontend.frontend_id}: gRPC on {host}:{node.port}", flush=True)
+        if node.http_port:
+            print(f"  HTTP API on {frontend.cfg.http.listen.rpartition(':')[0]}:{node.http_port}", flush=True)
+        print(f"  relay on port {frontend.relay_port}; metrics on port {node.metrics_port}", flush=True)
+        print(f"  workers: {', '.join(sorted(frontend.pool.workers)) or 'none registered yet'}", flush=True)
+        await stop.wait()
+        print("draining", flush=True)
+        await frontend.drain()
+    print("stopped", flush=True)
+
+
+async def _serve_worker(host: WorkerHost) -> None:
+    stop = _stop_on_signals()
+    for w in host.workers:
+        print(f"llm worker {w.worker_id}: Triton on {w.advertised}", flush=True)
+    await host.serve(stop)
+    print("stopping", flush=True)
+
+
+def _run(role: str | None, cfg: PlatformConfig) -> int:
+    if role == "frontend":
+        frontend = FleetFrontend(cfg)
+        try:
+            asyncio.run(_serve_frontend(frontend))
+        finally:
+            frontend.close()
+        return 0
+    if role == "worker":
+        host = WorkerHost(cfg)
+        try:
+            host.start()
+            asyncio.run(_serve_worker(host))
+        finally:
+            host.stop()
+        return 0
+    platform = Platform(cfg)
+    try:
+        platform.start_workers()
+        asyncio.run(_serve(platform))
+    finally:
+        platform.stop_workers()
+    return 0
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(description="Run the LLM platform in the foreground.")
+    parser = argparse.ArgumentParser(description="Run the LLM platform, or one role of its fleet.")
+    parser.add_argument("role", nargs="?", choices=("frontend", "worker"), help="a fleet role (default: all)")
     parser.add_argument("--config", type=Path, default=None, help="TOML config (default: built-in)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        platform = Platform(load_config(args.config))
-    except ConfigError as e:
-        print(f"config error: {e}", file=sys.stderr)
-        return 2
-    try:
-        platform.start_workers()
-        asyncio.run(_serve(platform))
+        return _run(args.role, load_config(args.config))
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2
@@ -65,10 +129,7 @@ def main() -> int:
         print(f"worker error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        pass
-    finally:
-        platform.stop_workers()
-    return 0
+        return 0
 
 
 if __name__ == "__main__":

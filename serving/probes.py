@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from contracts import worker as wire
@@ -67,6 +67,49 @@ async def send_canary(client: TritonWorker, req: WorkerRequest, timeout_s: float
 
 
 @dataclass(slots=True, eq=False)
+class Canaries:
+    """The canaries of one worker client, one in flight per model at most: a model this client
+    has heard nothing from for `interval_s` gets one (its answer is a sign of life for every stream
+    of the client to that model, frontend/liveness.py)."""
+
+    client: TritonWorker
+    name: str  # the worker's, in the canaries' request ids
+    interval_s: float
+    timeout_s: float  # a canary unanswered this long fails
+    _inflight: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # model -> in flight
+    _sent: int = 0
+
+    def failure(self) -> str | None:
+        """Why a canary that ended since the last call failed, or None (the ended ones are done with)."""
+        for model, task in list(self._inflight.items()):
+            if task.done():
+                del self._inflight[model]
+                error = None if task.cancelled() else task.exception()
+                if error is not None:
+                    return f"model {model}: {error}"
+        return None
+
+    def send_due(self, versions: Iterable[ServedVersion]) -> None:
+        """Starts a canary to each of the versions' models that is due one."""
+        for version in versions:
+            model = version.triton_model_name
+            if model not in self._inflight and self.client.liveness_of(model).silent_s() >= self.interval_s:
+                self._sent += 1
+                req = canary_request(version, f"canary-{self.name}-{self._sent}")
+                self._inflight[model] = asyncio.create_task(send_canary(self.client, req, self.timeout_s))
+
+    async def reset(self) -> None:
+        """No canary in flight, and every model counts as just seen."""
+        tasks = list(self._inflight.values())
+        self._inflight.clear()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for liveness in self.client.liveness.values():
+            liveness.seen()
+
+
+@dataclass(slots=True, eq=False)
 class WorkerProbe:
     """The probes of one running worker (its process is the supervisor's to check)."""
 
@@ -75,18 +118,17 @@ class WorkerProbe:
     interval_s: float  # identity and readiness checked this often; a model this silent gets a canary
     timeout_s: float  # a canary unanswered this long fails
     clock: Callable[[], float] = time.monotonic
-    _canaries: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # model -> in flight
+    _canaries: Canaries = field(init=False)
     _next_check: float = 0.0
-    _sent: int = 0
+
+    def __post_init__(self) -> None:
+        self._canaries = Canaries(self.handle.client, self.worker.worker_id, self.interval_s, self.timeout_s)
 
     async def failure(self) -> str | None:
         """Why the worker must be restarted now, or None; starts the canaries that are due."""
-        for model, task in list(self._canaries.items()):
-            if task.done():
-                del self._canaries[model]
-                error = None if task.cancelled() else task.exception()
-                if error is not None:
-                    return f"model {model}: {error}"
+        failed = self._canaries.failure()
+        if failed is not None:
+            return failed
         now = self.clock()
         if now >= self._next_check:
             self._next_check = now + self.interval_s
@@ -95,22 +137,10 @@ class WorkerProbe:
                 await asyncio.to_thread(self.worker.server.check, models)
             except TritonError as e:
                 return str(e)
-        client = self.handle.client
-        for _, version in self.worker.versions:
-            model = version.triton_model_name
-            if model not in self._canaries and client.liveness_of(model).silent_s() >= self.interval_s:
-                self._sent += 1
-                req = canary_request(version, f"canary-{self.worker.worker_id}-{self._sent}")
-                self._canaries[model] = asyncio.create_task(send_canary(client, req, self.timeout_s))
+        self._canaries.send_due(v for _, v in self.worker.versions)
         return None
 
     async def reset(self) -> None:
         """Before and after a restart: no canary in flight, and every model counts as just seen."""
-        tasks = list(self._canaries.values())
-        self._canaries.clear()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        for liveness in self.handle.client.liveness.values():
-            liveness.seen()
+        await self._canaries.reset()
         self._next_check = 0.0

@@ -7,7 +7,10 @@ and the health check turns NOT_SERVING when no other worker serves its versions)
 Python-backend stubs (its streams end INTERRUPTED, never restarted), started again and its versions
 reloaded, and routable again once they are ready. A failed restart is retried after `retry_s`.
 Every `heartbeat_s` it writes each worker's state (SERVING or NOT_SERVING, estimated free blocks,
-loaded versions) to the control store's worker registry.
+loaded versions and their KV pools) to the control store's worker registry, extending each one's
+registration lease by `lease_s` (fleet frontends route only to workers whose lease is live).
+It runs in `make serve` (beside the frontend that routes to these workers) and in a worker host
+(serving/worker_host.py), where `retire()` ends the registrations at a clean exit.
 """
 
 from __future__ import annotations
@@ -15,14 +18,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from control.models import WorkerHealth
-from control.workers import WorkerReport, heartbeat
+from control.workers import VersionPool, WorkerReport, heartbeat, retire_worker
 from datastore.store import Store
 from frontend.background import Background
-from frontend.routing import Dispatcher
 from frontend.worker_pool import WorkerPool
 from serving.probes import WorkerProbe
 from serving.workers import LocalWorker
@@ -35,11 +38,12 @@ class Supervisor:
     workers: list[LocalWorker]
     pool: WorkerPool
     store: Store
-    dispatcher: Dispatcher
+    on_restarted: Callable[[], None] = lambda: None  # a worker is routable again (wake the waiting)
     interval_s: float = 0.5  # how often worker processes are checked
     probe_interval_s: float = 2.0  # identity and readiness probes; a model this silent gets a canary
     inactivity_timeout_s: float = 10.0  # a canary unanswered this long fails its worker
     heartbeat_s: float = 2.0  # how often the registry is written
+    lease_s: float = 30.0  # each heartbeat extends a worker's registration this far
     retry_s: float = 5.0  # after a failed restart
     restarts: int = 0  # completed restarts, all workers
     _next_try: dict[str, float] = field(default_factory=dict)
@@ -110,7 +114,7 @@ class Supervisor:
         self.pool.set_healthy(wid, True)
         self.pool.workers[wid].last_heartbeat = time.time()
         log.info("worker %s restarted", wid)
-        self.dispatcher.pump()
+        self.on_restarted()
 
     def heartbeat(self) -> None:
         """Writes every worker's state to the registry (the drain flag is Admin's, not written here)."""
@@ -118,16 +122,28 @@ class Supervisor:
         with self.store.transaction() as s:
             for handle in self.pool.workers.values():
                 health = WorkerHealth.SERVING if handle.healthy else WorkerHealth.NOT_SERVING
+                loaded = tuple(sorted(handle.capacity)) if handle.healthy else ()
                 report = WorkerReport(
                     worker_id=handle.worker_id,
                     address=handle.address,
                     health=health,
                     free_blocks=max(0, sum(handle.free_blocks(v) for v in handle.capacity)),
-                    loaded_versions=tuple(sorted(handle.capacity)) if handle.healthy else (),
+                    loaded_versions=loaded,
+                    pools={
+                        v: VersionPool(handle.capacity[v], self.pool.block_size.get(v, 16)) for v in loaded
+                    },
+                    lease_for=timedelta(seconds=self.lease_s),
                 )
                 heartbeat(s, report, now=now)
                 if handle.healthy:
                     handle.last_heartbeat = time.time()
+
+    def retire(self) -> None:
+        """Ends every worker's registration now (a worker host's clean exit; blocking)."""
+        now = datetime.now(UTC)
+        with self.store.transaction() as s:
+            for worker_id in self.pool.workers:
+                retire_worker(s, worker_id, now=now)
 
 
 def _restart_blocking(worker: LocalWorker) -> None:

@@ -70,9 +70,14 @@ class TritonServer:
         metrics_port: int = 0,
         exit_timeout_s: int = 10,
         trace_url: str = "",
+        host: str = "127.0.0.1",
+        access_key: str | None = None,
     ) -> None:
         """trace_url: an OTLP/HTTP traces URL; Triton then exports a span per request there,
-        joined to the caller's trace through the request's W3C `traceparent` header."""
+        joined to the caller's trace through the request's W3C `traceparent` header.
+        host: the address it binds (loopback unless frontends on other hosts must reach it).
+        access_key: the key its restricted protocols need (None: one drawn for this server; a fleet
+        shares one, [fleet] worker_key, with its frontends)."""
         self.install = TritonInstall.locate()
         self.model_repository = model_repository.resolve()
         self.work_dir = work_dir.resolve()
@@ -81,8 +86,9 @@ class TritonServer:
         self.metrics_port = metrics_port or free_port()
         self.exit_timeout_s = exit_timeout_s
         self.trace_url = trace_url
+        self.host = host
         self.log_path = work_dir / f"tritonserver-{self.grpc_port}.log"
-        self._access_key = secrets.token_urlsafe(32)
+        self._access_key = access_key or secrets.token_urlsafe(32)
         self.process: subprocess.Popen[bytes] | None = None
         self.server_id = ""  # this launch's --id, new at every start()
         # the Python backend's shared-memory regions of this server carry its own prefix, so a
@@ -91,7 +97,9 @@ class TritonServer:
 
     @property
     def grpc_url(self) -> str:
-        return f"127.0.0.1:{self.grpc_port}"
+        """Where this process reaches it (loopback when it binds every address)."""
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        return f"{host}:{self.grpc_port}"
 
     @property
     def grpc_headers(self) -> dict[str, str]:
@@ -101,7 +109,7 @@ class TritonServer:
     def start(self, timeout_s: float = 60.0) -> TritonServer:
         """Launches the server and waits until it is live; TritonError when a port is taken, or the
         server exits or does not answer as this launch in time."""
-        ensure_free(grpc=self.grpc_port, http=self.http_port, metrics=self.metrics_port)
+        ensure_free(self.host, grpc=self.grpc_port, http=self.http_port, metrics=self.metrics_port)
         self.server_id = f"llm-worker-{secrets.token_hex(8)}"
         backend_dir = assemble_backend_dir(self.install, self.work_dir / "backends")
         libdir = sysconfig.get_config_var("LIBDIR") or ""
@@ -117,9 +125,9 @@ class TritonServer:
             f"--cache-directory={self.install.caches}",
             f"--id={self.server_id}",
             "--model-control-mode=explicit",
-            "--grpc-address=127.0.0.1",
-            "--http-address=127.0.0.1",
-            "--metrics-address=127.0.0.1",
+            f"--grpc-address={self.host}",
+            f"--http-address={self.host}",
+            f"--metrics-address={self.host}",
             f"--grpc-port={self.grpc_port}",
             f"--http-port={self.http_port}",
             f"--metrics-port={self.metrics_port}",

@@ -63,16 +63,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def ensure_free(**ports: int) -> None:
-    """TritonError when something listens on one of the 127.0.0.1 ports already (a connection in
+def ensure_free(host: str = "127.0.0.1", **ports: int) -> None:
+    """TritonError when something listens on one of the ports of `host` already (a connection in
     TIME_WAIT does not count: SO_REUSEADDR, as Triton binds them)."""
     for kind, port in ports.items():
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
-                s.bind(("127.0.0.1", port))
+                s.bind((host, port))
             except OSError as e:
                 raise TritonError(
-                    f"Triton {kind} port {port} is already in use on 127.0.0.1 ({e.strerror}): "
+                    f"Triton {kind} port {port} is already in use on {host} ({e.strerror}): "
                     "another tritonserver or platform holds it; stop it or set other ports in [triton]"
                 ) from None

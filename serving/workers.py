@@ -5,6 +5,7 @@ a worker")."""
 from __future__ import annotations
 
 import os
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from frontend.config import (
     ConfigError,
     ModelSettings,
     PlatformConfig,
+    WorkerSettings,
 )
 from frontend.registry import ServedVersion
 from serving.deployment import ModelDeployment
@@ -47,10 +49,24 @@ class LocalWorker:
     worker_id: str
     server: TritonServer
     versions: list[tuple[ModelSettings, ServedVersion]]
+    address: str = ""  # host:port frontends dial ("": the server's own grpc_url)
+
+    @property
+    def advertised(self) -> str:
+        return self.address or self.server.grpc_url
 
     def load(self) -> None:
         for _, version in self.versions:
             self.server.load_model(version.triton_model_name)
+
+
+def worker_id(settings: WorkerSettings, grpc_port: int, index: int, hostname: str | None = None) -> str:
+    """Worker i of this host: "<name>-<i>" with a [worker] name, else "<hostname>-<its Triton gRPC
+    port>": unique per host (one server holds a port at a time) and so across process trees, the
+    same across restarts on configured ports (a drain flag holds), new per launch on free ports."""
+    if settings.name:
+        return f"{settings.name}-{index}"
+    return f"{(hostname or socket.gethostname())[:64]}-{grpc_port}"
 
 
 def worker_port(base: int, index: int) -> int:

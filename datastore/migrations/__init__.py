@@ -4,8 +4,9 @@ On PostgreSQL the upgrade holds a transaction-level advisory lock, so frontends 
 migrate one after another; on SQLite `BEGIN IMMEDIATE` serialises them.
 
 One linear history for every table of the store: 0001 control, 0002 billing, 0003 the catalog's
-authority (control). The scripts moved here from control/migrations with their revision ids
-unchanged, so an existing store upgrades as before.
+authority (control), 0004 the fleet (frontend registrations, owners, worker leases and pools).
+The scripts moved here from control/migrations with their revision ids unchanged, so an existing
+store upgrades as before.
 """
 
 from __future__ import annotations

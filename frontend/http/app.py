@@ -133,9 +133,8 @@ class HttpApi:
         tenant = self.tenant(request)
         generate, stream = transcode.generate_request(await self.body(request), request.headers)
         after = transcode.non_negative(request.headers.get("last-event-id"), "Last-Event-ID")
-        live = await self.generations.start(tenant, generate)
-        headers = {"x-generation-id": live.generation_id}
-        reader = self.generations.reader(live, after)
+        reader = await self.generations.open(tenant, generate, after)
+        headers = {"x-generation-id": reader.generation_id}
         if stream:
             return EventStream(reader, RestFrames(), rest_error, headers)  # type: ignore[return-value]
         return Document(reader, transcode.generation_result, rest_error, headers)  # type: ignore[return-value]
@@ -163,10 +162,10 @@ class HttpApi:
             last if last is not None else request.query_params.get("after"), "after (or Last-Event-ID)"
         )
         generation_id = request.path_params["generation_id"]
-        live = await self.generations.retained(tenant, generation_id)
-        if live.log.closed and live.finished and after >= live.log.last_sequence:
+        if self.generations.nothing_follows(tenant, generation_id, after):
             return Response(status_code=204)  # nothing follows: an EventSource stops reconnecting
-        reader = self.generations.reader(live, after)
+        resume = pb.ResumeRequest(generation_id=generation_id, after_sequence=after)
+        reader = await self.generations.resume(tenant, resume)
         headers = {"x-generation-id": generation_id}
         return EventStream(reader, RestFrames(), rest_error, headers)  # type: ignore[return-value]
 
@@ -201,9 +200,8 @@ class HttpApi:
         tenant = self.tenant(request)
         request_id = transcode.header_request_id(request.headers)
         generate, options = translate(await self.body(request), request_id, self.settings.default_max_tokens)
-        live = await self.generations.start(tenant, generate)
-        headers = {"x-generation-id": live.generation_id}
-        reader = self.generations.reader(live)
+        reader = await self.generations.open(tenant, generate)
+        headers = {"x-generation-id": reader.generation_id}
         if options.stream:
             return EventStream(reader, openai.Chunks(options), openai_error, headers)  # type: ignore[return-value]
         return Document(  # type: ignore[return-value]
@@ -213,10 +211,11 @@ class HttpApi:
     # --- no key -------------------------------------------------------------------------------
 
     async def healthz(self, request: Request) -> Response:
-        """SERVING while some model version has a ready worker (as the gRPC health service's "")."""
+        """SERVING while some model version has a ready worker (as the gRPC health service's ""),
+        and not once the frontend drains for its exit."""
         pool = self.calls.pool
         ready = [await ready_workers(pool, v) for v in self.calls.registry.versions.values()]
-        serving = any(n > 0 for n in ready)
+        serving = any(n > 0 for n in ready) and not self.calls.generations.manager.draining
         return JSON({"status": "SERVING" if serving else "NOT_SERVING"}, 200 if serving else 503)
 
 

@@ -1,4 +1,4 @@
-"""Following a generation over HTTP: ASGI responses that read a Reader (frontend/calls.py).
+"""Following a generation over HTTP: ASGI responses that read a Follower (frontend/reader.py).
 
 EventStream  `text/event-stream`, one frame per event as its renderer writes it (the REST API's
              GenerationEvents, or OpenAI chunks). The status line waits for the first event (at
@@ -8,7 +8,7 @@ EventStream  `text/event-stream`, one frame per event as its renderer writes it 
 Document     the whole stream collected into one JSON document (stream = false).
 
 Both watch the connection while they run: a client that goes away ends the response at once and
-closes its Reader, which starts the generation's disconnect grace period exactly as a gRPC stream
+closes its Follower, which starts the generation's disconnect grace period exactly as a gRPC stream
 that ends does (frontend/live.py). Writes are awaited (uvicorn waits while the socket's buffer is
 full), so a client that stops reading holds its cursor back and pauses the run, as on gRPC.
 """
@@ -24,10 +24,10 @@ from typing import Any, Protocol
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from frontend.calls import Reader
 from frontend.error_map import api_error
 from frontend.errors import ApiError
 from frontend.http.errors import dumps
+from frontend.reader import Follower
 from llm.v1 import generations_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -61,9 +61,9 @@ async def _disconnect(receive: Receive) -> None:
 
 
 class _Following:
-    """Runs `deliver` until it ends or the client goes away; the Reader is closed either way."""
+    """Runs `deliver` until it ends or the client goes away; the Follower is closed either way."""
 
-    def __init__(self, reader: Reader, refusal: Refusal, headers: dict[str, str]) -> None:
+    def __init__(self, reader: Follower, refusal: Refusal, headers: dict[str, str]) -> None:
         self.reader = reader
         self.refusal = refusal
         self.headers = [(k.encode(), v.encode()) for k, v in headers.items()]
@@ -94,7 +94,7 @@ class _Following:
 
 class EventStream(_Following):
     def __init__(
-        self, reader: Reader, renderer: Renderer, refusal: Refusal, headers: dict[str, str] | None = None
+        self, reader: Follower, renderer: Renderer, refusal: Refusal, headers: dict[str, str] | None = None
     ) -> None:
         super().__init__(reader, refusal, headers or {})
         self.renderer = renderer
@@ -142,7 +142,7 @@ class Document(_Following):
 
     def __init__(
         self,
-        reader: Reader,
+        reader: Follower,
         build: Callable[[list[pb.GenerationEvent]], dict[str, Any]],
         refusal: Refusal,
         headers: dict[str, str] | None = None,

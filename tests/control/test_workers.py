@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -8,11 +9,15 @@ from sqlalchemy.exc import IntegrityError
 from control.models import WorkerHealth
 from control.revision import current_revision
 from control.workers import (
+    VersionPool,
     WorkerReport,
     draining_workers,
     heartbeat,
     list_workers,
+    prune_workers,
     ready_workers,
+    registered_workers,
+    retire_worker,
     set_worker_draining,
 )
 from datastore.store import Store
@@ -82,3 +87,47 @@ def test_unknown_versions_and_negative_capacity_are_refused(store: Store) -> Non
         heartbeat(session, report("w1", 1, "nope@v0"), now=T0)
     with pytest.raises(ValueError, match="non-negative"):
         report("w1", -1)
+
+
+def test_a_heartbeat_registers_each_versions_pool_and_extends_the_lease(store: Store) -> None:
+    lease = timedelta(seconds=6)
+    with store.transaction() as session:
+        add_version(session)
+        pools = {VERSION_ID: VersionPool(40, 16)}
+        heartbeat(session, replace(report("w1", 40, VERSION_ID), pools=pools, lease_for=lease), now=T0)
+        heartbeat(session, replace(report("w2", 40, VERSION_ID), lease_for=lease), now=at(3))
+    with store.transaction() as session:
+        live = registered_workers(session, now=at(5))
+        assert [(w.worker_id, w.lease_expires_at, dict(w.pools)) for w in live] == [
+            ("w1", at(6), {VERSION_ID: VersionPool(40, 16)}),
+            ("w2", at(9), {VERSION_ID: VersionPool(0, 16)}),  # a report without pools: empty ones
+        ]
+        assert [w.worker_id for w in registered_workers(session, now=at(6))] == ["w2"]  # w1 expired
+        heartbeat(session, replace(report("w1", 10, VERSION_ID), pools=pools, lease_for=lease), now=at(7))
+        assert [w.worker_id for w in registered_workers(session, now=at(8))] == ["w1", "w2"]
+
+
+def test_a_retired_worker_is_not_registered_and_keeps_its_drain_flag(store: Store) -> None:
+    with store.transaction() as session:
+        add_version(session)
+        heartbeat(session, report("w1", 10, VERSION_ID), now=T0)
+        set_worker_draining(session, "w1", True, now=T0)
+        retire_worker(session, "w1", now=at(1))
+        retire_worker(session, "unknown", now=at(1))
+    with store.transaction() as session:
+        assert registered_workers(session, now=at(1)) == []
+        [(worker, loaded)] = list_workers(session)
+        assert (worker.health, worker.draining, loaded) == (H.NOT_SERVING, True, ())
+
+
+def test_pruning_deletes_long_expired_registrations_but_drained_ones(store: Store) -> None:
+    with store.transaction() as session:
+        add_version(session)
+        for worker_id in ("old", "drained", "fresh"):
+            heartbeat(session, replace(report(worker_id, 1, VERSION_ID), lease_for=STALE), now=T0)
+        heartbeat(session, replace(report("fresh", 1, VERSION_ID), lease_for=STALE), now=at(100))
+        set_worker_draining(session, "drained", True, now=T0)
+        assert prune_workers(session, expired_before=at(50)) == 1
+    with store.transaction() as session:
+        assert [w.id for w, _ in list_workers(session)] == ["drained", "fresh"]
+        assert prune_workers(session, expired_before=at(50)) == 0

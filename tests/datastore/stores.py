@@ -11,15 +11,16 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Engine, text
 
 import billing.models  # noqa: F401  (registers every table on Base.metadata)
 import control.models  # noqa: F401
 from datastore.base import Base
+from datastore.scratch import scratch_schema
 from datastore.store import Store, make_engine, open_store
 
 POSTGRES_URL = os.environ.get(
@@ -28,19 +29,9 @@ POSTGRES_URL = os.environ.get(
 BACKENDS = ("sqlite", "postgresql")
 
 
-@contextmanager
-def postgres_schema() -> Iterator[str]:
+def postgres_schema() -> AbstractContextManager[str]:
     """A fresh schema `t_<hex>`, dropped with everything in it on exit."""
-    name = f"t_{secrets.token_hex(6)}"
-    admin = create_engine(POSTGRES_URL)
-    try:
-        with admin.begin() as connection:
-            connection.execute(text(f'CREATE SCHEMA "{name}"'))
-        yield name
-    finally:
-        with admin.begin() as connection:
-            connection.execute(text(f'DROP SCHEMA IF EXISTS "{name}" CASCADE'))
-        admin.dispose()
+    return scratch_schema(POSTGRES_URL)
 
 
 @contextmanager

@@ -44,7 +44,7 @@ def add_rows(engine: Engine) -> None:
 
 
 def test_a_single_head() -> None:
-    assert heads() == ("0003",)
+    assert heads() == ("0004",)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -52,7 +52,7 @@ def test_upgrade_from_empty_matches_the_models(backend: str, tmp_path: Path) -> 
     with empty_engine(backend, tmp_path) as engine:
         assert current(engine) is None
         upgrade(engine)
-        assert current(engine) == "0003"
+        assert current(engine) == "0004"
         assert tables(engine) == ALL_TABLES
         with engine.connect() as connection:
             diff = compare_metadata(MigrationContext.configure(connection), Base.metadata)
@@ -64,11 +64,13 @@ def test_downgrade_to_base_and_up_again_with_data_present(backend: str, tmp_path
     with empty_engine(backend, tmp_path) as engine:
         upgrade(engine)
         add_rows(engine)
+        downgrade(engine, "0003")
+        assert tables(engine) == ALL_TABLES - {"frontends"}
         downgrade(engine, "0002")
-        assert tables(engine) == ALL_TABLES - {"catalog_revisions"}
+        assert tables(engine) == ALL_TABLES - {"catalog_revisions", "frontends"}
         downgrade(engine, "0001")
         assert current(engine) == "0001"
-        assert tables(engine) == ALL_TABLES - BILLING_TABLES - {"catalog_revisions"}
+        assert tables(engine) == ALL_TABLES - BILLING_TABLES - {"catalog_revisions", "frontends"}
         with Store(engine).transaction() as session:
             assert session.scalars(select(Generation.request_id)).all() == ["r1"]
         downgrade(engine, "base")
@@ -103,13 +105,13 @@ def test_concurrent_upgrades_migrate_once(backend: str, tmp_path: Path) -> None:
         for t in threads:
             t.join()
         assert errors == []
-        assert current(engine) == "0003"
+        assert current(engine) == "0004"
         assert tables(engine) == ALL_TABLES
 
 
 def test_upgrade_is_idempotent(store: Store) -> None:
     upgrade(store.engine)
-    assert current(store.engine) == "0003"
+    assert current(store.engine) == "0004"
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -132,3 +134,42 @@ def test_0003_turns_a_draining_health_into_the_drain_flag_and_back(backend: str,
         with engine.connect() as connection:
             rows = connection.execute(text("SELECT id, health FROM workers ORDER BY id")).all()
         assert [tuple(r) for r in rows] == [("w1", "DRAINING"), ("w2", "SERVING")]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_0004_adds_owners_worker_leases_and_pools_and_takes_them_back(backend: str, tmp_path: Path) -> None:
+    """Rows written before 0004 read as: no owner, no lease (so not routed to by a fleet frontend),
+    a pool of 0 blocks of 16 tokens; downgrading drops the new columns and keeps the rows."""
+    with empty_engine(backend, tmp_path) as engine:
+        upgrade(engine)
+        add_rows(engine)
+        downgrade(engine, "0003")
+        with engine.begin() as connection:
+            connection.execute(
+                text(
+                    "INSERT INTO workers (id, address, health, free_blocks, last_heartbeat, draining) "
+                    "VALUES ('w1', '127.0.0.1:1', 'SERVING', 5, :t, FALSE)"
+                ),
+                {"t": T0},
+            )
+            connection.execute(
+                text(
+                    "INSERT INTO worker_versions (worker_id, model_version_id) "
+                    "SELECT 'w1', id FROM model_versions"
+                )
+            )
+        upgrade(engine)
+        with engine.connect() as connection:
+            owners = connection.execute(text("SELECT owner_frontend_id FROM generations")).all()
+            lease = connection.execute(text("SELECT lease_expires_at FROM workers")).all()
+            pools = connection.execute(text("SELECT kv_blocks, block_size FROM worker_versions")).all()
+        assert [tuple(r) for r in owners] == [(None,)]
+        assert [tuple(r) for r in lease] == [(None,)]
+        assert [tuple(r) for r in pools] == [(0, 16)]
+        downgrade(engine, "0003")
+        with engine.connect() as connection:
+            columns = {c["name"] for c in inspect(connection).get_columns("worker_versions")}
+            rows = connection.execute(text("SELECT request_id FROM generations")).all()
+        assert columns == {"worker_id", "model_version_id"}
+        assert [tuple(r) for r in rows] == [("r1",)]
+        assert "frontends" not in tables(engine)

@@ -56,6 +56,7 @@ def platform_config(store: Path | None = None) -> PlatformConfig:
                 },
             ],
             "triton": {"grpc_port": 0, "http_port": 0, "metrics_port": 0, "exit_timeout_s": 5},
+            "worker": {"name": "local"},  # workers local-0, local-1, ... (by default: host and port)
             # 600 blocks of 16 tokens: one near-context-length request leaves too little for another
             "models": [{"alias": "smollm2-135m", "kv_cache_blocks": 600, "max_num_batched_tokens": 256}],
         }

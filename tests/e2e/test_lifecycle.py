@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -90,6 +91,15 @@ def test_serve_runs_until_sigterm_and_leaves_nothing_behind(tmp_path: Path) -> N
             match = re.search(r"gRPC frontend on 127\.0\.0\.1:(\d+)", line)
             port = int(match.group(1)) if match else None
         assert port is not None
+        worker_id = None
+        while worker_id is None and time.monotonic() < deadline:
+            line = serve.stdout.readline()
+            assert line, "serve exited before it listed its workers"
+            match = re.search(r"worker (\S+): Triton on 127\.0\.0\.1:(\d+)", line)
+            if match:  # unnamed: "<hostname>-<its Triton gRPC port>", unique per host
+                worker_id = match.group(1)
+                assert worker_id == f"{socket.gethostname()[:64]}-{match.group(2)}"
+        assert worker_id is not None
         assert processes_mentioning(str(work)), "tritonserver and its stub should be running"
         assert shm_regions(serve.pid), "the stub's shared-memory regions should carry serve's pid"
 
@@ -140,10 +150,10 @@ def test_serve_runs_until_sigterm_and_leaves_nothing_behind(tmp_path: Path) -> N
             command = [sys.executable, "-m", "frontend.cli", "--target", f"127.0.0.1:{port}", *args]
             return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
 
-        drained = llmctl("--admin-key", "cli-admin", "drain", "local-0", "--json")
+        drained = llmctl("--admin-key", "cli-admin", "drain", worker_id, "--json")
         assert drained.returncode == 0, drained.stderr
         (worker,) = json.loads(drained.stdout)["workers"]
-        assert worker["workerId"] == "local-0" and worker["draining"] and worker["healthy"]
+        assert worker["workerId"] == worker_id and worker["draining"] and worker["healthy"]
         not_admin = llmctl("--admin-key", "cli-key", "workers")
         assert not_admin.returncode == 1 and "PERMISSION_DENIED (ADMIN_REQUIRED)" in not_admin.stderr
     finally:

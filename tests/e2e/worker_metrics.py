@@ -14,7 +14,11 @@ PUBLISH_S = 0.6  # the worker republishes its gauges every 0.5 s while busy
 
 def scrape(platform: Platform) -> dict[str, float]:
     assert platform.triton is not None
-    url = f"http://127.0.0.1:{platform.triton.metrics_port}/metrics"
+    return scrape_url(f"http://127.0.0.1:{platform.triton.metrics_port}/metrics")
+
+
+def scrape_url(url: str) -> dict[str, float]:
+    """A worker's `llm_worker_*` figures from its Triton metrics endpoint, keyed `name:state`."""
     body = urllib.request.urlopen(url, timeout=10).read().decode()
     values = {}
     for line in body.splitlines():
@@ -50,10 +54,16 @@ async def wait_until_idle(platform: Platform, timeout_s: float = 30.0) -> dict[s
     """Polls until no sequence is running or waiting and no KV block is referenced, on scrapes
     spanning PUBLISH_S: a busy worker republishes its gauges at least that often, so a stale idle
     reading (say, before its first publish) cannot pass. Returns the last scrape."""
+    assert platform.triton is not None
+    return await wait_until_idle_at(f"http://127.0.0.1:{platform.triton.metrics_port}/metrics", timeout_s)
+
+
+async def wait_until_idle_at(url: str, timeout_s: float = 30.0) -> dict[str, float]:
+    """`wait_until_idle` for the worker whose Triton metrics endpoint is `url`."""
     deadline = asyncio.get_running_loop().time() + timeout_s
     idle_since: float | None = None
     while True:
-        values = scrape(platform)
+        values = scrape_url(url)
         now = asyncio.get_running_loop().time()
         idle_since = (idle_since or now) if _idle(values) else None
         if (idle_since is not None and now - idle_since >= PUBLISH_S) or now > deadline:

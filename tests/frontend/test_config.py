@@ -4,7 +4,14 @@ from pathlib import Path
 
 import pytest
 
-from frontend.config import ConfigError, ModelSettings, check_loopback_only, load_config, parse_config
+from frontend.config import (
+    ConfigError,
+    ModelSettings,
+    check_loopback_only,
+    load_config,
+    parse_config,
+    require_fleet_keys,
+)
 from serving.platform import Platform
 
 
@@ -54,6 +61,12 @@ def test_file_keys_override_defaults_and_local_tenant_exists_only_by_default(tmp
         ({"frontend": {"worker_probe_interval_s": 0}}, "worker_probe_interval_s"),
         # a canary goes out after a probe interval of silence: the timeout must leave it time
         ({"frontend": {"worker_probe_interval_s": 5, "worker_inactivity_timeout_s": 5}}, "below"),
+        ({"frontend": {"attempt_lease_s": 0}}, "attempt_lease_s"),
+        ({"fleet": {"worker_lease_s": -1}}, "leases"),
+        ({"fleet": {"registry_refresh_s": 10, "worker_lease_s": 10}}, "registry_refresh_s"),
+        ({"fleet": {"relay_listen": "nowhere"}}, "relay_listen and relay_advertise"),
+        ({"fleet": {"secret": "x"}}, "unknown key"),
+        ({"worker": {"id": "x"}}, "unknown key"),
     ],
 )
 def test_bad_config_is_refused(raw: dict[str, object], message: str) -> None:
@@ -99,3 +112,27 @@ def test_the_http_listener_is_configured_in_its_own_section() -> None:
     dev = [{"id": "local", "api_keys": ["local-dev-key"]}]
     with pytest.raises(ConfigError, match="loopback"):
         check_loopback_only(parse_config({"http": {"listen": "0.0.0.0:8080"}, "tenants": dev}))
+
+
+def test_the_fleet_sections_have_defaults_and_the_roles_need_their_secrets() -> None:
+    cfg = parse_config({})
+    assert (cfg.fleet.relay_listen, cfg.fleet.worker_lease_s, cfg.worker.name, cfg.worker.host) == (
+        "127.0.0.1:0",
+        10.0,
+        "",
+        "127.0.0.1",
+    )
+    with pytest.raises(ConfigError, match="frontend_key, worker_key"):
+        require_fleet_keys(cfg, "frontend_key", "worker_key")
+    keyed = parse_config({"fleet": {"frontend_key": "a", "worker_key": "b"}, "worker": {"name": "gpu-7"}})
+    require_fleet_keys(keyed, "frontend_key", "worker_key")
+    assert keyed.worker.name == "gpu-7"
+
+
+def test_the_fleet_examples_parse_and_carry_their_roles_secrets() -> None:
+    root = Path(__file__).resolve().parents[2] / "deploy" / "fleet"
+    frontend, worker = load_config(root / "frontend.toml"), load_config(root / "worker.toml")
+    require_fleet_keys(frontend, "frontend_key", "worker_key")
+    require_fleet_keys(worker, "worker_key")
+    assert frontend.fleet.worker_key == worker.fleet.worker_key
+    assert frontend.store.url == worker.store.url and worker.worker.name == "cpu-a"

@@ -196,3 +196,16 @@ async def test_one_tenant_holds_at_most_its_share_of_a_workers_pool() -> None:
             pass
     assert e.value.reason == "TENANT_KV_SHARE"
     assert pool.workers["w1"].by_tenant == {(V, "A"): 0, (V, "B"): 0}
+
+
+async def test_a_lost_stream_holds_the_worker_back_only_in_a_pool_that_holds_suspects() -> None:
+    """A fleet pool (the registry's) holds back a worker whose stream broke at dispatch until its
+    next heartbeat; `make serve`'s local pool leaves its own workers to the supervisor."""
+    for holds in (False, True):
+        dead, ok = FakeClient(refuse=WorkerLost), FakeClient()
+        pool = pool_of(w1=(dead, 100), w2=(ok, 50))
+        pool.holds_suspects = holds
+        async with Dispatcher(pool).dispatch(ticket("g"), request("g"), V) as got:
+            assert got.worker.worker_id == "w2"
+        assert (pool.workers["w1"].suspect_since is not None) is holds
+        assert [w.worker_id for w in pool.routable(V)] == (["w2"] if holds else ["w1", "w2"])

@@ -8,12 +8,14 @@ from billing.models import Watermark
 from billing.totals import generation_usage
 from billing.usage import UsageCounts, UsageReport, read_watermark, record_usage
 from control.attempts import SUPERSEDED, Lease
+from control.cancel import request_cancel
 from control.errors import LeaseExpired, LeaseHeld
 from control.generations import get_generation
 from control.models import Attempt
 from control.states import GenerationState
+from control.termination import interrupt_attempt
 from datastore.store import Store
-from lifecycle.attempts import renew_lease, start_attempt
+from lifecycle.attempts import Renewal, renew_lease, renew_leases, start_attempt
 from tests.builders import LEASE, TENANT, admitted, at, on, running, seed
 
 S = GenerationState
@@ -101,3 +103,19 @@ def test_a_live_lease_is_renewed_and_an_expired_one_is_not(store: Store) -> None
     assert renewed == Lease(lease.generation_id, 1, "w1", at(50))
     with pytest.raises(LeaseExpired):
         renew_lease(store, renewed, now=at(50), lease_for=LEASE)
+
+
+def test_one_round_renews_every_lease_and_tells_the_lost_and_the_cancelled(store: Store) -> None:
+    """A frontend's renewals in one transaction: a lease fenced off (swept) is lost, and a cancel
+    intent recorded by another frontend is reported, its lease renewed all the same."""
+    seed(store)
+    kept, swept, cancelled = (running(store, r) for r in ("kept", "swept", "cancelled"))
+    with store.transaction() as session:
+        interrupt_attempt(session, swept.generation_id, swept.epoch, reason="LEASE_EXPIRED", now=at(1))
+        request_cancel(session, TENANT, cancelled.generation_id, now=at(1))
+    renewal = renew_leases(store, [kept, swept, cancelled], now=at(10), lease_for=LEASE)
+    assert renewal == Renewal(frozenset({swept.generation_id}), frozenset({cancelled.generation_id}))
+    with store.transaction() as session:
+        expiry = {a.generation_id: a.lease_expires_at for a in session.scalars(select(Attempt))}
+    assert expiry[kept.generation_id] == expiry[cancelled.generation_id] == at(10) + LEASE
+    assert renew_leases(store, [], now=at(11), lease_for=LEASE) == Renewal(frozenset(), frozenset())

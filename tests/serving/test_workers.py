@@ -8,9 +8,9 @@ from pathlib import Path
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
-from frontend.config import PlatformConfig, parse_config
+from frontend.config import PlatformConfig, WorkerSettings, parse_config
 from serving.deployment import ModelDeployment, materialize_repository
-from serving.workers import engine_threads
+from serving.workers import engine_threads, worker_id
 
 
 def config(*workers: int) -> PlatformConfig:
@@ -40,3 +40,13 @@ def test_the_repository_carries_the_threads(tmp_path: Path) -> None:
     materialize_repository([ModelDeployment("m", Path("/artifact"), "v1", intra_op_threads=3)], tmp_path)
     cfg = text_format.Parse((tmp_path / "m" / "config.pbtxt").read_text(), mc.ModelConfig())
     assert cfg.parameters["intra_op_threads"].string_value == "3"
+
+
+def test_worker_ids_are_unique_per_host_and_stable_across_restarts_on_fixed_ports() -> None:
+    """Two process trees on one host cannot hold one port, so "<host>-<port>" never collides; a
+    configured name gives "<name>-<i>" (the e2e tests' "local-0", a fleet's "gpu-7-0")."""
+    unnamed = WorkerSettings()
+    assert worker_id(unnamed, 8001, 0, hostname="box") == "box-8001"
+    assert worker_id(unnamed, 8101, 1, hostname="box") == "box-8101"
+    assert worker_id(WorkerSettings(name="gpu-7"), 8001, 0, hostname="box") == "gpu-7-0"
+    assert len(worker_id(unnamed, 8001, 0, hostname="h" * 200)) == 64 + len("-8001")

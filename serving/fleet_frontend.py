@@ -1,0 +1,194 @@
+"""`python -m serving frontend`: a stateless gateway of the fleet, with no workers of its own.
+
+It serves the public API exactly as `make serve`'s frontend does (serving/frontend_node.py) over
+a worker pool kept equal to the store's worker registry (frontend/worker_directory.py), with
+canaries to the workers its streams run on (serving/stream_canaries.py), registers
+itself in the store with a lease (frontend/membership.py), and serves the internal relay on
+[fleet] relay_listen (frontend/relay.py), through which the other frontends forward Resume and
+Cancel of the generations it runs; it forwards theirs to them (frontend/relay_client.py).
+
+Everything that must hold across replicas lives in the store: generation identity and ownership,
+attempts and leases (any frontend's sweeper interrupts a dead one's), tenant quotas (conditional
+updates in the admission transaction, billing/ledger.py), the catalog. What stays in memory is a
+cache with a refresh rule (catalog revision, worker registry) or this frontend's own live runs.
+
+Secrets: [fleet] frontend_key (shared by the frontends: the relay's credential and the tenants'
+prefix-cache salts, equal on every frontend so a tenant's cached prefixes serve it whichever
+frontend it reaches) and [fleet] worker_key (Triton's access key, shared with the worker hosts).
+SIGTERM: `drain()` admits nothing more (DRAINING, health NOT_SERVING), lets the streams finish
+within [fleet] drain_timeout_s, and the frontend then leaves the registry and exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import logging
+import secrets
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+
+import grpc
+from opentelemetry.sdk.trace import SpanProcessor
+
+from datastore.store import Store, open_store
+from frontend.auth import ApiKeyStore
+from frontend.cache_salt import CacheSalts
+from frontend.catalog import CatalogCache, read_catalog, seed_catalog, store_url
+from frontend.config import PlatformConfig, check_loopback_only, require_fleet_keys
+from frontend.errors import ApiError
+from frontend.membership import Membership
+from frontend.registry import ModelRegistry, ServedVersion, load_version
+from frontend.relay import relay_server
+from frontend.relay_client import Forwarding, RelayClient, relay_credential
+from frontend.telemetry import tracer_provider
+from frontend.worker import TritonWorker
+from frontend.worker_directory import WorkerDirectory
+from frontend.worker_pool import WorkerPool
+from serving.frontend_node import FrontendParts, RunningFrontend, make_dispatcher, serve_frontend
+from serving.stream_canaries import StreamCanaries
+from serving.triton import GRPC_ACCESS_HEADER
+from serving.worker_set import stored_versions
+from serving.workers import artifact_for
+
+log = logging.getLogger(__name__)
+
+
+def fleet_salts(frontend_key: str) -> CacheSalts:
+    """The tenants' prefix-cache salts, the same on every frontend holding the key."""
+    return CacheSalts(hmac.new(frontend_key.encode(), b"llm prefix-cache salts", hashlib.sha256).digest())
+
+
+class FleetFrontend:
+    def __init__(self, cfg: PlatformConfig, span_processor: SpanProcessor | None = None) -> None:
+        require_fleet_keys(cfg, "frontend_key", "worker_key")
+        check_loopback_only(cfg)
+        self.cfg = cfg
+        self.frontend_id = f"frontend-{socket.gethostname()[:48]}-{secrets.token_hex(4)}"
+        self.registry = ModelRegistry()
+        self.pool = WorkerPool()
+        self.keys = ApiKeyStore(admin_keys=cfg.frontend.admin_api_keys)
+        self.salts = fleet_salts(cfg.fleet.frontend_key)
+        self.tracer_provider = tracer_provider(cfg.telemetry, span_processor)
+        self.store: Store | None = None
+        self.catalog: CatalogCache | None = None
+        self.membership: Membership | None = None  # while serve() runs
+        self.running: RunningFrontend | None = None  # while serve() runs
+        self.relay_port = 0  # while serve() runs
+
+    def open(self) -> None:
+        """Opens the store (migrating it), seeds it with the config and loads the versions it
+        names or holds READY (their tokenizers and templates; blocking: verifies the artifacts)."""
+        self.store = open_store(store_url(self.cfg.store.url))
+        configured = [(m, load_version(artifact_for(m))) for m in self.cfg.models]
+        now = datetime.now(UTC)
+        seed_catalog(self.store, self.cfg.tenants, [(m.alias, v) for m, v in configured], now=now)
+        versions = [v for _, v in configured]
+        versions += stored_versions(self.store, {v.version_id for v in versions})
+        for version in versions:
+            self.registry.add_version(version)
+        for model, version in configured:  # until a worker registers the version's pool
+            self.pool.block_size[version.version_id] = model.block_size
+        f = self.cfg.frontend
+        self.catalog = CatalogCache(
+            self.store, self.registry, self.keys, self.pool, f.catalog_refresh_s, f.max_tenant_kv_share
+        )
+        self.catalog.apply(read_catalog(self.store))
+
+    def _connect(self, address: str) -> TritonWorker:
+        return TritonWorker(
+            address,
+            inactivity_timeout_s=self.cfg.frontend.worker_inactivity_timeout_s,
+            headers={GRPC_ACCESS_HEADER: self.cfg.fleet.worker_key},
+        )
+
+    @asynccontextmanager
+    async def serve(
+        self, listen: str | None = None, http_listen: str | None = None
+    ) -> AsyncIterator[RunningFrontend]:
+        """Serves until the block exits: gRPC on `listen` ([frontend] listen when None), HTTP on
+        `http_listen` ([http] listen when None; "" for none), the relay on [fleet] relay_listen."""
+        assert self.store is not None and self.catalog is not None, "open() first"
+        cfg, fleet = self.cfg, self.cfg.fleet
+        credential = relay_credential(fleet.frontend_key)
+        relay = RelayClient(credential)
+        directory = WorkerDirectory(self.store, self.pool, self._connect, fleet.registry_refresh_s)
+        await directory.refresh()  # the registered workers, before the first request
+        dispatcher = make_dispatcher(cfg, self.pool)
+        directory.on_change = dispatcher.pump
+        directory.start()
+        f = cfg.frontend
+        canaries = StreamCanaries(
+            self.pool,
+            self.registry,
+            self.frontend_id,
+            f.worker_probe_interval_s,
+            f.worker_inactivity_timeout_s,
+        )
+        canaries.start()
+        parts = FrontendParts(
+            cfg,
+            self.store,
+            self.registry,
+            self.pool,
+            self.keys,
+            self.catalog,
+            self.salts,
+            self.tracer_provider,
+            self.frontend_id,
+            self.deploy_version,
+        )
+        forwarding = Forwarding(self.store, self.frontend_id, relay)
+        http_at = cfg.http.listen if http_listen is None else http_listen
+        try:
+            async with (
+                serve_frontend(parts, dispatcher, listen or cfg.frontend.listen, http_at, forwarding) as node,
+                relay_server(fleet.relay_listen, node.calls.generations, credential) as relay_port,
+            ):
+                host = fleet.relay_listen.rpartition(":")[0]
+                advertised = fleet.relay_advertise or f"{host}:{relay_port}"
+                self.membership = Membership(self.store, self.frontend_id, advertised, fleet.frontend_lease_s)
+                await asyncio.to_thread(self.membership.join)
+                self.membership.start()
+                self.running, self.relay_port = node, relay_port
+                try:
+                    yield node
+                finally:
+                    self.running = None
+                    await self.membership.leave()
+        finally:
+            await canaries.close()
+            await directory.close()
+            await relay.close()
+
+    async def drain(self) -> bool:
+        """Admits nothing more and lets the streams finish, within [fleet] drain_timeout_s; True
+        when every run ended and every reader was served in time."""
+        assert self.running is not None and self.membership is not None, "serve() first"
+        await self.membership.drain()
+        manager = self.running.manager
+        manager.draining = True
+        self.pool.changed.set()  # the health check turns NOT_SERVING now
+        done = await manager.drain(self.cfg.fleet.drain_timeout_s)
+        if not done:
+            log.warning("drain timeout: the streams still running are cancelled")
+        return done
+
+    async def deploy_version(self, version: ServedVersion) -> None:
+        """Admin's RegisterModelVersion in the fleet: worker hosts load the versions of their
+        config and those READY in the store when they start; none is pushed to a running one."""
+        raise ApiError(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            "DEPLOY_ON_WORKER_HOSTS",
+            f"a fleet frontend starts no workers: add {version.version_id} to the worker hosts' "
+            "[[models]] and restart them",
+        )
+
+    def close(self) -> None:
+        self.tracer_provider.force_flush()
+        if self.store is not None:
+            self.store.close()
+            self.store = None

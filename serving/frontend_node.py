@@ -1,0 +1,148 @@
+"""One frontend, whatever feeds its worker pool: `make serve`'s (its own local workers,
+serving/platform.py) or a fleet frontend's (the store's worker registry, serving/fleet_frontend.py).
+
+`serve_frontend()` runs the usage aggregator, the generation manager (admission, live runs, lease
+renewal and the sweeper), the catalog cache's refresh, the metrics endpoint, the gRPC server and,
+when asked, the HTTP server, all over one set of calls (frontend/calls.py); it yields them running
+and stops them in reverse order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import grpc
+from opentelemetry.sdk.trace import TracerProvider
+
+from billing.aggregator import UsageAggregator
+from contracts.tier import BATCH, INTERACTIVE
+from datastore.meter import StoreMeter
+from datastore.store import Store
+from frontend.admin import AdminService, Deploy
+from frontend.admission import WaitPredictor
+from frontend.auth import ApiKeyStore
+from frontend.cache_salt import CacheSalts
+from frontend.calls import FrontendCalls, frontend_calls
+from frontend.catalog import CatalogCache, read_catalog
+from frontend.config import PlatformConfig
+from frontend.generations import GatewaySettings, GenerationManager
+from frontend.http.server import http_server
+from frontend.metrics import FrontendMetrics
+from frontend.registry import ModelRegistry
+from frontend.relay_client import Forwarding
+from frontend.routing import Dispatcher
+from frontend.server import frontend_server
+from frontend.worker_pool import WorkerPool
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class FrontendParts:
+    """What a frontend serves with; its pool is kept by its owner (local workers or the registry)."""
+
+    cfg: PlatformConfig
+    store: Store
+    registry: ModelRegistry
+    pool: WorkerPool
+    keys: ApiKeyStore
+    catalog: CatalogCache
+    salts: CacheSalts
+    tracer_provider: TracerProvider
+    frontend_id: str  # recorded as the owner of the generations it admits
+    deploy: Deploy  # Admin's RegisterModelVersion: loads a verified version on the workers
+
+
+@dataclass(slots=True)
+class RunningFrontend:
+    port: int  # the bound gRPC port
+    http_port: int  # the bound HTTP port (0: no HTTP)
+    metrics_port: int
+    server: grpc.aio.Server
+    manager: GenerationManager
+    metrics: FrontendMetrics
+    calls: FrontendCalls
+    meter: StoreMeter  # what this frontend asks of the store
+
+
+def make_dispatcher(cfg: PlatformConfig, pool: WorkerPool) -> Dispatcher:
+    f = cfg.frontend
+    return Dispatcher(
+        pool,
+        WaitPredictor(prior_tokens_per_s=f.prefill_tokens_per_s),
+        {INTERACTIVE: f.interactive_queue_wait_s, BATCH: f.batch_queue_wait_s},
+    )
+
+
+@asynccontextmanager
+async def serve_frontend(
+    parts: FrontendParts,
+    dispatcher: Dispatcher,
+    listen: str,
+    http_listen: str,
+    forwarding: Forwarding | None = None,
+    worker_metrics: Callable[[], list[tuple[str, str]]] = list,
+) -> AsyncIterator[RunningFrontend]:
+    """Serves gRPC on `listen` and HTTP on `http_listen` ("" for none). worker_metrics: (worker id,
+    metrics URL) of the workers whose metrics the endpoint relays."""
+    f = parts.cfg.frontend
+    store = parts.store
+    meter = StoreMeter.attach(store.engine)
+    aggregator = UsageAggregator(store.sessions, clock=lambda: datetime.now(UTC))
+    aggregator.start()
+    settings = GatewaySettings(
+        frontend_id=parts.frontend_id,
+        lease_s=f.attempt_lease_s,
+        grace_s=f.disconnect_grace_s,
+        retain_s=f.stream_retain_s,
+        max_events=f.stream_max_events,
+        max_bytes=f.stream_max_bytes,
+        slow_consumer_timeout_s=f.slow_consumer_timeout_s,
+    )
+    metrics = FrontendMetrics()
+    metrics_port = metrics.serve(f.metrics_listen)
+    metrics.relay_workers(worker_metrics)
+    metrics.watch_store(meter)
+    tracer = parts.tracer_provider.get_tracer("llm.frontend")
+    manager = GenerationManager(
+        store, aggregator, dispatcher, settings, metrics=metrics, tracer=tracer, salts=parts.salts
+    )
+    manager.start_background()
+    catalog = parts.catalog
+    catalog.apply(await asyncio.to_thread(read_catalog, store))  # drain flags of the pool's workers too
+    catalog.start()
+    admin = AdminService(parts.registry, parts.pool, catalog, parts.deploy, dispatcher.pump)
+    try:
+        async with AsyncExitStack() as stack:
+            calls = await stack.enter_async_context(frontend_calls(parts.registry, manager, f, forwarding))
+            server, port = await stack.enter_async_context(
+                frontend_server(
+                    listen,
+                    parts.keys,
+                    parts.registry,
+                    manager,
+                    f,
+                    admin,
+                    health_interval_s=f.worker_probe_interval_s,
+                    calls=calls,
+                )
+            )
+            http_port = 0
+            if http_listen:
+                http = http_server(http_listen, calls, parts.keys, parts.cfg.http, f)
+                http_port = await stack.enter_async_context(http)
+            yield RunningFrontend(port, http_port, metrics_port, server, manager, metrics, calls, meter)
+    finally:
+        await catalog.close()
+        await manager.shutdown()
+        unwritten = await aggregator.close()
+        if unwritten:
+            log.error("%d usage reports could not be written", unwritten)
+        metrics.close()
+        meter.detach()
+        parts.tracer_provider.force_flush()

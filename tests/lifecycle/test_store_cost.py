@@ -1,0 +1,78 @@
+"""What one generation costs the shared store (issue 13: several frontends over one PostgreSQL),
+counted with datastore/meter.py on SQLite and PostgreSQL alike. One transaction per step of its
+life, and the statements each runs; the README's figures are these (plus the background work
+shared by every generation: lease renewals, the sweeper, registry and catalog refreshes).
+
+    admit            create-or-get, tenant row, reserve: load + rate window (conditional UPDATEs)
+    start_attempt    QUEUED -> RUNNING under the row lock; the attempt's watermark opened
+    usage            one aggregator batch: the cumulative report stored, the watermark advanced
+    finish           fenced terminal update; the bill sealed; the reservation released, refunded
+    get_generation   GetGeneration: the row and its bill
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from billing.usage import UsageReport, read_watermarks, record_usage
+from control.states import GenerationState
+from datastore.meter import StoreCounts, StoreMeter
+from datastore.store import Store
+from lifecycle.admission import admit
+from lifecycle.attempts import renew_leases, start_attempt
+from lifecycle.reads import get_generation
+from lifecycle.termination import finish
+from tests.builders import LEASE, T0, TENANT, at, new_generation, on, seed
+
+
+def cost(meter: StoreMeter, step: Callable[[], Any]) -> StoreCounts:
+    before = meter.counts()
+    step()
+    return meter.counts() - before
+
+
+def usage_batch(store: Store, report: UsageReport) -> None:
+    """What the usage aggregator writes for one batch (billing/aggregator.py)."""
+    with store.transaction() as session:
+        record_usage(session, [report], now=at(2))
+        read_watermarks(session, [report.key])
+
+
+def test_one_generation_costs_one_transaction_per_step(store: Store) -> None:
+    seed(store)
+    meter = StoreMeter.attach(store.engine)
+    try:
+        new = new_generation("cost-1")
+        costs = {"admit": cost(meter, lambda: admit(store, new, now=T0))}
+        before = meter.counts()
+        lease = start_attempt(store, new.generation_id, on(), now=at(1))
+        costs["start_attempt"] = meter.counts() - before
+        report = UsageReport(new.generation_id, lease.epoch, 1, 50, 20, 0)
+        costs["usage"] = cost(meter, lambda: usage_batch(store, report))
+        costs["renew (per round)"] = cost(
+            meter, lambda: renew_leases(store, [lease], now=at(3), lease_for=LEASE)
+        )
+        done = GenerationState.COMPLETED
+        costs["finish"] = cost(
+            meter, lambda: finish(store, lease, state=done, reason="OUTPUT_LIMIT", now=at(4))
+        )
+        costs["get_generation"] = cost(meter, lambda: get_generation(store, TENANT, new.generation_id))
+    finally:
+        meter.detach()
+    # SQLite runs its BEGIN IMMEDIATE as a statement (datastore/store.py); PostgreSQL's BEGIN is a
+    # round trip of its own (StoreCounts.round_trips), not a statement
+    begins = 1 if store.dialect == "sqlite" else 0
+    statements = {step: (c.statements - begins * c.transactions, c.transactions) for step, c in costs.items()}
+    assert statements == {
+        "admit": (11, 1),
+        "start_attempt": (4, 1),
+        "usage": (4, 1),  # one batch: shared by every report the aggregator gathered meanwhile
+        "renew (per round)": (4, 1),  # every live generation of the frontend: 3 statements each + 1
+        "finish": (11, 1),
+        "get_generation": (2, 1),
+    }
+    if store.dialect == "postgresql":  # + BEGIN and COMMIT, + the pool's liveness ping at checkout
+        assert costs["admit"].round_trips == 11 + 2 + 1
+        per_generation = sum(costs[s].round_trips for s in ("admit", "start_attempt", "usage", "finish"))
+        assert per_generation == 42
