@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer
 
+from engine.config import DTYPES
 from engine.evaluate import agreement, greedy_continuations, perplexity
 from engine.model import LlamaForCausalLM
 
@@ -61,10 +62,14 @@ def prompt_ids(tokenizer: Tokenizer) -> list[list[int]]:
 
 
 def measure(
-    model: LlamaForCausalLM, dtype: torch.dtype, tokenizer: Tokenizer, reference: list[list[int]] | None
+    model: LlamaForCausalLM,
+    dtype: torch.dtype,
+    tokenizer: Tokenizer,
+    reference: list[list[int]] | None,
+    kv_dtype: torch.dtype | None = None,
 ) -> dict[str, float | list[list[int]]]:
     """Greedy continuations, their agreement with `reference` (when given) and perplexity."""
-    tokens = greedy_continuations(model, prompt_ids(tokenizer), AGREEMENT_TOKENS, dtype)
+    tokens = greedy_continuations(model, prompt_ids(tokenizer), AGREEMENT_TOKENS, dtype, kv_dtype)
     figures: dict[str, float | list[list[int]]] = {
         "perplexity": perplexity(model, heldout_ids(tokenizer)),
         "tokens": tokens,
@@ -96,6 +101,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("var/bench"))
     parser.add_argument("--no-kernels", action="store_true", help="eager PyTorch, as without engine/csrc")
+    parser.add_argument("--kv-dtype", choices=sorted(DTYPES), help="the quantized versions' KV cache dtype")
     args = parser.parse_args()
     if not args.no_kernels:
         from prebuild.kernels import load_kernels
@@ -109,7 +115,8 @@ def main() -> int:
     rows: dict[str, dict[str, float]] = {}
     for scheme in ("none", "int8", "int4"):
         path = ensure_artifact(quantization=scheme)
-        f = measure(load_model(path, torch.float32), torch.float32, tokenizer, ref_tokens)
+        kv = DTYPES[args.kv_dtype] if args.kv_dtype and scheme != "none" else None
+        f = measure(load_model(path, torch.float32), torch.float32, tokenizer, ref_tokens, kv)
         rows[scheme] = {"agreement": float(f["agreement"]), "perplexity": float(f["perplexity"])}  # type: ignore[arg-type]
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "quality.json").write_text(json.dumps(rows, indent=2))

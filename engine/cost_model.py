@@ -1,10 +1,9 @@
-"""The per-step cost model that sets the default token budget of a step (the prefill chunk lever).
+"""Measures a model's step cost on this machine (engine/step_budget.py says how the scheduler uses it
+to size each step's prefill): a few timed steps when a worker loads the model, which also warm the
+kernels up before the first request.
 
-A step's time grows with the tokens it computes: t(n) ~= fixed + per_token * n (decodes and
-prefill chunk tokens alike). The budget is the most tokens a step may hold while a decoding stream
-still gets its next token within the inter-token-latency objective, with headroom for the work
-around the step (responses, the frontend). Measured once when a worker loads the model: the same
-steps warm the kernels up before the first request.
+    prefill steps of 16, 64 and 128 prompt tokens   -> seconds per prompt token
+    decode steps of 1 and 16 sequences              -> the fixed cost, seconds per decoding sequence
 """
 
 from __future__ import annotations
@@ -17,24 +16,21 @@ import torch
 
 from engine.engine import Engine, EngineConfig, EngineRequest
 from engine.model import LlamaForCausalLM
+from engine.step_budget import StepCost
 
-ITL_OBJECTIVE_S = 0.050  # the seed's interactive objective: p95 inter-token latency <= 50 ms
-HEADROOM = 0.8  # of the objective, for the step itself
-PROBE_TOKENS = (16, 64, 128)  # step sizes measured
-MIN_BUDGET, MAX_BUDGET, MULTIPLE = 16, 512, 16
+PROBE_TOKENS = (16, 64, 128)  # prefill step sizes measured
+PROBE_DECODES = (1, 16)  # decode batch sizes measured
+DECODE_PROMPT = 8  # prompt tokens of each decoding probe sequence
 
 
 @dataclass(slots=True, frozen=True)
-class StepCost:
-    fixed_s: float  # seconds per step whatever its size
-    per_token_s: float  # seconds per token computed in the step
-
-    def seconds(self, tokens: int) -> float:
-        return self.fixed_s + self.per_token_s * tokens
+class Line:
+    intercept_s: float
+    slope_s: float
 
 
-def fit(samples: Sequence[tuple[int, float]]) -> StepCost:
-    """Least-squares line through (tokens, seconds) samples of at least two sizes."""
+def fit(samples: Sequence[tuple[int, float]]) -> Line:
+    """Least-squares line through (size, seconds) samples of at least two sizes."""
     if len({n for n, _ in samples}) < 2:
         raise ValueError("fitting a step cost needs samples of at least two step sizes")
     mean_n = sum(n for n, _ in samples) / len(samples)
@@ -42,34 +38,48 @@ def fit(samples: Sequence[tuple[int, float]]) -> StepCost:
     var = sum((n - mean_n) ** 2 for n, _ in samples)
     slope = sum((n - mean_n) * (t - mean_t) for n, t in samples) / var
     slope = max(slope, 1e-9)  # noise can tilt a flat line below zero; a token is never free
-    return StepCost(fixed_s=max(mean_t - slope * mean_n, 0.0), per_token_s=slope)
-
-
-def chunk_budget(cost: StepCost, itl_objective_s: float = ITL_OBJECTIVE_S) -> int:
-    """Tokens per step that keep a step within HEADROOM of the objective, as a multiple of 16 in
-    [16, 512] (a machine too slow for the objective still prefills 16 tokens a step)."""
-    tokens = (itl_objective_s * HEADROOM - cost.fixed_s) / cost.per_token_s
-    budget = int(tokens) // MULTIPLE * MULTIPLE
-    return min(MAX_BUDGET, max(MIN_BUDGET, budget))
+    return Line(intercept_s=max(mean_t - slope * mean_n, 0.0), slope_s=slope)
 
 
 def measure(
     model: LlamaForCausalLM,
     dtype: torch.dtype,
     sizes: Sequence[int] = PROBE_TOKENS,
+    batches: Sequence[int] = PROBE_DECODES,
     repeats: int = 3,
     clock: Callable[[], float] = time.perf_counter,
 ) -> StepCost:
-    """Times steps of exactly `n` prompt tokens for each size (the fastest of `repeats`) and fits."""
-    blocks = -(-max(sizes) // 16) + 1
-    samples = []
+    """The fastest of `repeats` timings of each probe step, fitted (see the module docstring)."""
+
+    def engine(blocks: int, budget: int) -> Engine:
+        return Engine(model, EngineConfig(num_blocks=blocks, dtype=dtype, max_num_batched_tokens=budget))
+
+    prefill = []
     for n in sizes:
         best = float("inf")
         for r in range(repeats):
-            engine = Engine(model, EngineConfig(num_blocks=blocks, dtype=dtype, max_num_batched_tokens=n))
-            engine.add_request(EngineRequest(f"probe-{n}-{r}", tuple(range(100, 100 + n)), 1))
+            e = engine(-(-max(sizes) // 16) + 1, n)
+            e.add_request(EngineRequest(f"probe-{n}-{r}", tuple(range(100, 100 + n)), 1))
             start = clock()
-            engine.step()  # the whole prompt in one step, and one sampled token
+            e.step()  # the whole prompt in one step, and one sampled token
             best = min(best, clock() - start)
-        samples.append((n, best))
-    return fit(samples)
+        prefill.append((n, best))
+    decode = []
+    for b in batches:
+        e = engine(b + 1, DECODE_PROMPT * b)
+        for i in range(b):
+            prompt = tuple(range(100 + i, 100 + i + DECODE_PROMPT))
+            e.add_request(EngineRequest(f"decode-{b}-{i}", prompt, 1 + repeats))
+        e.step()  # every prompt; then decode steps only
+        best = float("inf")
+        for _ in range(repeats):
+            start = clock()
+            e.step()
+            best = min(best, clock() - start)
+        decode.append((b, best))
+    decoding, prefilling = fit(decode), fit(prefill)
+    return StepCost(
+        fixed_s=decoding.intercept_s,
+        per_decode_s=decoding.slope_s,
+        per_prefill_token_s=prefilling.slope_s,
+    )

@@ -22,6 +22,7 @@ from engine.runner import ModelRunner
 from engine.sampler import make_generator, sample_batch
 from engine.scheduler import GUARANTEED_NO_EVICT, CapacityError, Scheduler
 from engine.sequence import EngineRequest, FinishReason, SamplingParams, Sequence, StepOutput
+from engine.step_budget import StepCost
 
 __all__ = [
     "CapacityError",
@@ -44,10 +45,12 @@ class EngineConfig:
     num_blocks: int = DEFAULT_KV_CACHE_BLOCKS  # KV pool size in blocks
     block_size: int = DEFAULT_BLOCK_SIZE  # tokens per KV block
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS  # running sequences per step
-    max_num_batched_tokens: int = 64  # tokens per step (decodes + prefill chunks)
+    max_num_batched_tokens: int = 64  # prompt tokens a step may prefill; 0: sized each step from step_cost
+    step_cost: StepCost | None = None  # the measured step cost (engine/cost_model.py)
     policy: str = GUARANTEED_NO_EVICT
     fair_share: bool = True  # prefill in weighted fair order across cache salts; False: arrival order
-    dtype: torch.dtype = torch.float32  # weights and KV cache
+    dtype: torch.dtype = torch.float32  # activations and float weights
+    kv_dtype: torch.dtype | None = None  # the KV cache's; None: `dtype`
     compatibility_key: str = ""  # the model version's; part of every prefix-cache key
 
 
@@ -72,9 +75,15 @@ class Engine:
         self.vocab_size = model.config.vocab_size
         self.kv = KVCacheManager(BlockPool(config.num_blocks), config.block_size, config.compatibility_key)
         self.scheduler = Scheduler(
-            self.kv, config.max_num_seqs, config.max_num_batched_tokens, config.policy, config.fair_share
+            self.kv,
+            config.max_num_seqs,
+            config.max_num_batched_tokens,
+            config.policy,
+            config.fair_share,
+            config.step_cost,
         )
-        cache = PagedKVCache(model.config, config.num_blocks, config.block_size, config.dtype)
+        kv_dtype = config.kv_dtype or config.dtype
+        cache = PagedKVCache(model.config, config.num_blocks, config.block_size, kv_dtype)
         self.runner = ModelRunner(model, cache)
         self._seqs: dict[str, Sequence] = {}
         self._aborted: list[Sequence] = []

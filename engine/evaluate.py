@@ -6,6 +6,7 @@ report (`python -m bench quality`). Pure functions over a loaded model; no clock
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence as Seq
 
@@ -18,11 +19,16 @@ from engine.model import LlamaForCausalLM, apply_rotary
 
 
 def greedy_continuations(
-    model: LlamaForCausalLM, prompts: Seq[Seq[int]], num_tokens: int, dtype: torch.dtype
+    model: LlamaForCausalLM,
+    prompts: Seq[Seq[int]],
+    num_tokens: int,
+    dtype: torch.dtype,
+    kv_dtype: torch.dtype | None = None,
 ) -> list[list[int]]:
     """Exactly `num_tokens` greedy tokens after each prompt (end of sequence ignored), batched."""
-    blocks = sum(-(-(len(p) + num_tokens) // 16) for p in prompts)
-    engine = Engine(model, EngineConfig(num_blocks=blocks, dtype=dtype, max_num_batched_tokens=256))
+    config = EngineConfig(dtype=dtype, kv_dtype=kv_dtype, max_num_batched_tokens=256)
+    blocks = sum(-(-(len(p) + num_tokens) // config.block_size) for p in prompts)
+    engine = Engine(model, dataclasses.replace(config, num_blocks=blocks))
     for i, ids in enumerate(prompts):
         engine.add_request(EngineRequest(f"p{i}", tuple(ids), num_tokens))
     out: dict[str, list[int]] = {f"p{i}": [] for i in range(len(prompts))}

@@ -62,8 +62,8 @@ class PagedKVCache:
         assert layout is not None, "begin_step() first"
         k_cache, v_cache = self.k[layer], self.v[layer]  # [N, bs, Hkv, D]
         hkv, d = k.shape[1], k.shape[2]
-        k_cache.view(-1, hkv, d).index_copy_(0, layout.slot_mapping, k)
-        v_cache.view(-1, hkv, d).index_copy_(0, layout.slot_mapping, v)
+        k_cache.view(-1, hkv, d).index_copy_(0, layout.slot_mapping, k.to(k_cache.dtype))
+        v_cache.view(-1, hkv, d).index_copy_(0, layout.slot_mapping, v.to(v_cache.dtype))
         return self._attend(q, k_cache, v_cache, layout, _decode)
 
     def attend_qkv(
@@ -95,10 +95,10 @@ class PagedKVCache:
         for span in layout.prefills:
             s, n, ctx = span.token_start, span.num_tokens, span.context_len
             qp = q[s : s + n].transpose(0, 1).unsqueeze(0)  # [1, Hq, n, D]
-            keys = (
-                _gather(k_cache, span.blocks).view(-1, hkv, d)[:ctx].transpose(0, 1)[None]
-            )  # [1, Hkv, ctx, D]
-            vals = _gather(v_cache, span.blocks).view(-1, hkv, d)[:ctx].transpose(0, 1)[None]
+            keys = (  # [1, Hkv, ctx, D] in the queries' dtype (a bf16 cache under fp32 compute)
+                _gather(k_cache, span.blocks).view(-1, hkv, d)[:ctx].to(q.dtype).transpose(0, 1)[None]
+            )
+            vals = _gather(v_cache, span.blocks).view(-1, hkv, d)[:ctx].to(q.dtype).transpose(0, 1)[None]
             if ctx == n:
                 op = F.scaled_dot_product_attention(qp, keys, vals, is_causal=True, enable_gqa=True)
             else:  # query i sits at position ctx - n + i and sees keys 0..ctx - n + i
@@ -118,8 +118,8 @@ def _decode(
     """q [Bd, Hq, D] of single-token decodes -> attention output [Bd, Hq, D] (eager PyTorch)."""
     bd, hkv, d = q.shape[0], k_cache.shape[2], k_cache.shape[3]
     tables = layout.decode_tables.reshape(-1)
-    keys = _gather(k_cache, tables).view(bd, -1, hkv, d)  # [Bd, L, Hkv, D]
-    vals = _gather(v_cache, tables).view(bd, -1, hkv, d)
+    keys = _gather(k_cache, tables).view(bd, -1, hkv, d).to(q.dtype)  # [Bd, L, Hkv, D]
+    vals = _gather(v_cache, tables).view(bd, -1, hkv, d).to(q.dtype)
     mask: torch.Tensor | None = None
     if bd == 1:  # one sequence: cut its keys instead of masking the padding
         ctx = int(layout.decode_lens[0])

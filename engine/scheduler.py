@@ -1,8 +1,11 @@
-"""Continuous batching: each step, one batch under a token budget and a sequence cap.
+"""Continuous batching: each step, one batch of every running sequence's decode and prefill chunks
+under a prompt-token budget.
 
-    schedule() -> SchedulerOutput: decodes of running sequences first, then prefill chunks of the
-                                   remaining budget, in fair order over running sequences part-way
-                                   through their prompt and waiting ones
+    schedule() -> SchedulerOutput: decodes of all running sequences first, then prefill chunks of
+                                   up to the budget's prompt tokens, in fair order over running
+                                   sequences part-way through their prompt and waiting ones; the
+                                   budget is fixed, or sized each step from the measured step cost
+                                   and the decodes it carries (engine/step_budget.py)
     update(output, sampled)      : advance num_computed_tokens, append tokens, finish, free blocks
 
 Memory policies: `guaranteed_no_evict` reserves prompt + max output blocks at admission and never
@@ -20,8 +23,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from contracts.capacity import blocks_for
+from contracts.tier import Tier
 from engine.kv_cache_manager import KVCacheManager
 from engine.sequence import FinishReason, SeqStatus, Sequence
+from engine.step_budget import StepCost, prefill_budget
 
 GUARANTEED_NO_EVICT = "guaranteed_no_evict"
 MAX_UTILIZATION = "max_utilization"
@@ -57,12 +62,18 @@ class Scheduler:
         max_num_batched_tokens: int,
         policy: str = GUARANTEED_NO_EVICT,
         fair_share: bool = True,
+        step_cost: StepCost | None = None,
     ) -> None:
+        """max_num_batched_tokens: prompt tokens a step may prefill; 0: sized each step from
+        `step_cost` (required then)."""
         if policy not in (GUARANTEED_NO_EVICT, MAX_UTILIZATION):
             raise ValueError(f"unknown scheduler policy {policy!r}")
+        if max_num_batched_tokens < 0 or (max_num_batched_tokens == 0 and step_cost is None):
+            raise ValueError("a prefill budget of 0 is sized from a measured step cost: give one")
         self.kv = kv
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
+        self.step_cost = step_cost
         self.policy = policy
         self.fair_share = fair_share  # False: prefill in plain arrival order (first come, first served)
         self.waiting: list[Sequence] = []
@@ -132,19 +143,16 @@ class Scheduler:
     # --- one step -----------------------------------------------------------------------------
 
     def schedule(self) -> SchedulerOutput:
-        budget = self.max_num_batched_tokens
         chunks: list[ScheduledChunk] = []
         preempted: list[str] = []
         scheduled: set[int] = set()
         # 1. decodes: one token for every running sequence that has finished its prompt
         for seq in sorted(self.running, key=lambda s: (s.request.tier, s.arrival)):
-            if budget == 0:
-                break
             decoding = seq.status is SeqStatus.RUNNING and seq.num_uncomputed == 1
             if decoding and self._grow(seq, 1, scheduled, preempted):
                 chunks.append(self._chunk(seq, 1))
                 scheduled.add(id(seq))
-                budget -= 1
+        budget = self.prefill_budget(chunks)
         # 2. prefill chunks, in fair order, over running sequences part-way through their prompt
         #    and waiting ones (admitted only while no memory was short this step)
         admit = True
@@ -192,6 +200,13 @@ class Scheduler:
             elif seq.num_output_tokens >= seq.request.max_output_tokens:
                 self._remove_running(seq, FinishReason.LENGTH)
         return touched
+
+    def prefill_budget(self, decodes: list[ScheduledChunk]) -> int:
+        """Prompt tokens this step may prefill beside `decodes`."""
+        if self.max_num_batched_tokens or self.step_cost is None:
+            return self.max_num_batched_tokens
+        interactive = any(c.seq.request.tier == Tier.INTERACTIVE for c in decodes)
+        return prefill_budget(self.step_cost, len(decodes), interactive)
 
     # --- helpers ------------------------------------------------------------------------------
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from engine import cost_model, kernels
+from engine import cost_model, kernels, step_budget
 from engine.artifact import verify
 from engine.config import DTYPES, resolve_dtype
 from engine.engine import Engine, EngineConfig
 from engine.model import LlamaForCausalLM
+from engine.step_budget import StepCost
 from engine.weights import load_model
 from serving.deployment import ModelDeployment
 from serving.worker.adapter import WorkerAdapter
@@ -37,12 +38,14 @@ def start_worker(d: ModelDeployment, metrics_api: MetricsApi, log: Log) -> Worke
     if d.kernels_library:
         torch_thread.call(kernels.set_threads, kernel_threads)
     model = torch_thread.call(load_model, d.artifact_dir, dtype)
-    budget = d.max_num_batched_tokens or torch_thread.call(_measured_budget, model, dtype_name, log)
+    # a configured budget is fixed; 0: each step's is sized from the cost measured here
+    cost = None if d.max_num_batched_tokens else torch_thread.call(_measured_cost, model, dtype_name, log)
     config = EngineConfig(
         num_blocks=d.kv_cache_blocks,
         block_size=d.block_size,
         max_num_seqs=d.max_num_seqs,
-        max_num_batched_tokens=budget,
+        max_num_batched_tokens=d.max_num_batched_tokens,
+        step_cost=cost,
         policy=d.scheduler_policy,
         fair_share=d.fair_share,
         dtype=dtype,
@@ -70,14 +73,13 @@ def start_worker(d: ModelDeployment, metrics_api: MetricsApi, log: Log) -> Worke
     return adapter
 
 
-def _measured_budget(model: LlamaForCausalLM, dtype_name: str, log: Log) -> int:
-    """Tokens per step that keep a step within the inter-token objective on this machine, from a
-    few timed steps (which also warm the kernels up)."""
+def _measured_cost(model: LlamaForCausalLM, dtype_name: str, log: Log) -> StepCost:
+    """This machine's step cost, from a few timed steps (which also warm the kernels up)."""
     cost = cost_model.measure(model, DTYPES[dtype_name])
-    budget = cost_model.chunk_budget(cost)
+    alone = step_budget.prefill_budget(cost, 1, interactive=True)
     log.log_info(
-        f"step cost {cost.fixed_s * 1e3:.1f} ms + {cost.per_token_s * 1e3:.3f} ms/token: "
-        f"{budget} tokens per step keep steps within the "
-        f"{cost_model.ITL_OBJECTIVE_S * 1e3:.0f} ms objective"
+        f"step cost {cost.fixed_s * 1e3:.1f} ms + {cost.per_decode_s * 1e3:.2f} ms a decode + "
+        f"{cost.per_prefill_token_s * 1e3:.3f} ms a prompt token: beside one interactive decode a step "
+        f"prefills {alone} tokens (the {step_budget.ITL_OBJECTIVE_S * 1e3:.0f} ms objective)"
     )
-    return budget
+    return cost

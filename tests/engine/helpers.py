@@ -9,6 +9,7 @@ from engine.block_pool import BlockPool
 from engine.kv_cache_manager import KVCacheManager
 from engine.scheduler import GUARANTEED_NO_EVICT, Scheduler
 from engine.sequence import EngineRequest, Sequence
+from engine.step_budget import StepCost
 
 _arrivals = itertools.count()
 
@@ -37,9 +38,10 @@ def make_scheduler(
     max_num_batched_tokens: int = 16,
     policy: str = GUARANTEED_NO_EVICT,
     fair_share: bool = True,
+    step_cost: StepCost | None = None,
 ) -> Scheduler:
     kv = KVCacheManager(BlockPool(num_blocks), block_size, "compat")
-    return Scheduler(kv, max_num_seqs, max_num_batched_tokens, policy, fair_share)
+    return Scheduler(kv, max_num_seqs, max_num_batched_tokens, policy, fair_share, step_cost)
 
 
 LONG_TEXT = " ".join(

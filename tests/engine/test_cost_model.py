@@ -1,4 +1,4 @@
-"""The step cost model: an exact fit, and the budget it implies."""
+"""The step cost model: exact fits, and the prefill budget it implies for each kind of step."""
 
 from __future__ import annotations
 
@@ -6,13 +6,14 @@ import itertools
 
 import pytest
 
-from engine.cost_model import StepCost, chunk_budget, fit, measure
+from engine.cost_model import fit, measure
+from engine.step_budget import StepCost, prefill_budget
 
 
 def test_fit_recovers_a_line() -> None:
-    cost = fit([(16, 0.010 + 16 * 0.0002), (64, 0.010 + 64 * 0.0002), (128, 0.010 + 128 * 0.0002)])
-    assert cost.fixed_s == pytest.approx(0.010)
-    assert cost.per_token_s == pytest.approx(0.0002)
+    line = fit([(16, 0.010 + 16 * 0.0002), (64, 0.010 + 64 * 0.0002), (128, 0.010 + 128 * 0.0002)])
+    assert line.intercept_s == pytest.approx(0.010)
+    assert line.slope_s == pytest.approx(0.0002)
 
 
 def test_fit_needs_two_sizes() -> None:
@@ -20,26 +21,42 @@ def test_fit_needs_two_sizes() -> None:
         fit([(64, 0.1), (64, 0.2)])
 
 
-def test_budget_keeps_a_step_within_the_objective() -> None:
-    # 40 ms of the 50 ms objective: (0.040 - 0.010) / 0.0002 = 150 tokens -> 144
-    assert chunk_budget(StepCost(0.010, 0.0002)) == 144
-    assert chunk_budget(StepCost(0.010, 0.0002), itl_objective_s=0.1) == 336
+COST = StepCost(fixed_s=0.010, per_decode_s=0.001, per_prefill_token_s=0.0002)
+
+
+def test_beside_interactive_decodes_a_step_stays_within_the_objective() -> None:
+    # 40 ms of the 50 ms objective: (0.040 - 0.010 - 2 * 0.001) / 0.0002 = 140 tokens -> 128
+    assert prefill_budget(COST, 2, interactive=True) == 128
+    assert prefill_budget(COST, 2, interactive=True, itl_objective_s=0.1) == 336
+
+
+def test_a_batch_too_large_for_the_objective_gets_half_its_decode_time_of_prefill() -> None:
+    # 60 decodes alone take 70 ms: prefill may add 35 ms = 175 tokens -> 160
+    assert prefill_budget(COST, 60, interactive=True) == 160
+
+
+def test_without_interactive_decodes_a_step_may_last_the_idle_step() -> None:
+    # 250 ms: (0.25 - 0.010 - 4 * 0.001) / 0.0002 = 1180 -> at most 512
+    assert prefill_budget(COST, 4, interactive=False) == 512
+    slow = StepCost(0.010, 0.001, 0.002)
+    assert prefill_budget(slow, 0, interactive=False) == 112  # (0.25 - 0.01) / 0.002 = 120 -> 112
 
 
 def test_budget_is_clamped() -> None:
-    assert chunk_budget(StepCost(0.060, 0.0002)) == 16  # too slow for the objective: still progress
-    assert chunk_budget(StepCost(0.0, 1e-7)) == 512
+    too_slow = StepCost(0.060, 0.001, 0.002)
+    assert prefill_budget(too_slow, 1, interactive=True) == 16  # still progress
+    assert prefill_budget(StepCost(0.0, 0.0, 1e-7), 1, interactive=True) == 512
 
 
-def test_measure_times_each_size_with_the_injected_clock(artifact_dir) -> None:
+def test_measure_times_each_probe_with_the_injected_clock(artifact_dir) -> None:
     import torch
 
     from engine.weights import load_model
 
     ticks = itertools.count()
-    # every step takes "1 + n/16" ticks: each clock() call pair brackets one step
-    sizes = (16, 32)
-    durations = iter([2, 2, 3, 3])  # two repeats per size
+    # each clock() call pair brackets one timed step: prefill of 16 and 32 tokens take 2 and 3
+    # ticks, decode steps of 1 and 2 sequences 1.5 and 2 ticks (two repeats each)
+    durations = iter([2, 2, 3, 3, 1.5, 1.5, 2, 2])
     now = [0.0]
 
     def clock() -> float:
@@ -47,6 +64,8 @@ def test_measure_times_each_size_with_the_injected_clock(artifact_dir) -> None:
             now[0] += next(durations)
         return now[0]
 
-    cost = measure(load_model(artifact_dir, torch.float32), torch.float32, sizes, repeats=2, clock=clock)
+    model = load_model(artifact_dir, torch.float32)
+    cost = measure(model, torch.float32, (16, 32), (1, 2), repeats=2, clock=clock)
+    assert cost.per_prefill_token_s == pytest.approx(1 / 16)
     assert cost.fixed_s == pytest.approx(1.0)
-    assert cost.per_token_s == pytest.approx(1 / 16)
+    assert cost.per_decode_s == pytest.approx(0.5)

@@ -6,7 +6,7 @@ import pytest
 
 from contracts.tier import Tier
 from engine.scheduler import MAX_UTILIZATION, CapacityError, SchedulerOutput
-from engine.sequence import FinishReason, SeqStatus
+from engine.sequence import FinishReason, SeqStatus, Sequence
 from tests.engine.helpers import make_scheduler, make_seq
 
 
@@ -27,9 +27,10 @@ def test_long_prompt_is_prefilled_in_budgeted_chunks_while_others_decode() -> No
     assert plan(run_step(sched)) == [("a", 0, 5, True)]
     b = make_seq("b", 40)
     sched.add(b)
-    assert plan(run_step(sched)) == [("a", 5, 1, True), ("b", 0, 15, False)]
-    assert plan(run_step(sched)) == [("a", 6, 1, True), ("b", 15, 15, False)]
-    assert plan(run_step(sched)) == [("a", 7, 1, True), ("b", 30, 10, True)]
+    # the budget is prompt tokens: a's decode comes on top of b's 16
+    assert plan(run_step(sched)) == [("a", 5, 1, True), ("b", 0, 16, False)]
+    assert plan(run_step(sched)) == [("a", 6, 1, True), ("b", 16, 16, False)]
+    assert plan(run_step(sched)) == [("a", 7, 1, True), ("b", 32, 8, True)]
     assert plan(run_step(sched)) == [("a", 8, 1, True), ("b", 40, 1, True)]
 
 
@@ -130,7 +131,7 @@ def test_a_running_long_prefill_yields_the_budget_to_another_salts_short_prompt(
     sched.add(make_seq("b", 10, max_out=4, salt="B"))
     # B joins at the start of A's chunk in service (32 - 16): B's prompt goes next
     assert plan(run_step(sched)) == [("b", 0, 10, True), ("a", 32, 6, False)]
-    assert plan(run_step(sched)) == [("b", 10, 1, True), ("a", 38, 15, False)]
+    assert plan(run_step(sched)) == [("b", 10, 1, True), ("a", 38, 16, False)]
 
 
 def test_first_come_first_served_when_fair_share_is_off() -> None:
@@ -157,3 +158,44 @@ def test_a_salt_returning_from_idle_joins_at_the_virtual_time() -> None:
     # C joins at the start of A's chunk in service (64), not at its old 16: it alternates with A
     # instead of taking four chunks in a row
     assert order == ["c1", "a", "c1", "a"]
+
+
+def test_every_running_sequence_decodes_whatever_the_prompt_budget() -> None:
+    """Decodes are not drawn from the prefill budget: a budget smaller than the batch no longer
+    leaves sequences without their next token for a step."""
+    sched = make_scheduler(num_blocks=512, max_num_seqs=8, max_num_batched_tokens=16)
+    for i in range(4):
+        sched.add(make_seq(f"s{i}", 4, max_out=8))
+    assert plan(run_step(sched)) == [(f"s{i}", 0, 4, True) for i in range(4)]
+    sched.add(make_seq("late", 40, max_out=2))
+    assert plan(run_step(sched)) == [(f"s{i}", 4, 1, True) for i in range(4)] + [("late", 0, 16, False)]
+
+
+def test_a_measured_cost_sizes_each_steps_prefill_by_the_decodes_beside_it() -> None:
+    from engine.step_budget import StepCost, prefill_budget
+
+    cost = StepCost(fixed_s=0.010, per_decode_s=0.001, per_prefill_token_s=0.0002)
+    idle = prefill_budget(cost, 0, interactive=False)  # nobody decoding: the idle step's budget
+    beside_chat = prefill_budget(cost, 1, interactive=True)  # one interactive decode: the objective's
+    assert beside_chat < idle
+
+    def doc_chunk_after(first: Sequence | None) -> int:
+        sched = make_scheduler(num_blocks=2048, max_num_batched_tokens=0, step_cost=cost)
+        if first is not None:
+            sched.add(first)
+            run_step(sched)  # its prompt: it decodes from the next step on
+        sched.add(make_seq("doc", 4000, max_out=1))
+        steps = plan(run_step(sched))
+        assert [s for s in steps if s[0] != "doc"] == ([] if first is None else [(first.id, 4, 1, True)])
+        (doc,) = [n for rid, _, n, _ in steps if rid == "doc"]
+        return doc
+
+    assert doc_chunk_after(None) == idle
+    assert doc_chunk_after(make_seq("chat", 4, max_out=8, salt="u")) == beside_chat
+    bulk = make_seq("bulk", 4, max_out=8, salt="u", tier=Tier.BATCH)
+    assert doc_chunk_after(bulk) == idle  # only a batch-tier decode: no inter-token objective to keep
+
+
+def test_a_budget_of_zero_needs_a_measured_cost() -> None:
+    with pytest.raises(ValueError, match="measured step cost"):
+        make_scheduler(max_num_batched_tokens=0)
