@@ -134,6 +134,7 @@ class ModelSettings:
     max_num_batched_tokens: int = 0  # tokens per step (prefill chunk budget); 0: from the step cost
     dtype: str = "float32"  # compute dtype; "auto": bfloat16 where the CPU has native bf16, else float32
     quantization: str = "none"  # weight-only: "none", "int8" (per channel), "int4" (groups of 32)
+    kv_cache_dtype: str = "auto"  # the KV cache's: "float32", "bfloat16" (half the memory); "auto": dtype's
     scheduler_policy: str = "guaranteed_no_evict"
     fair_share: bool = True  # weighted fair prefill across tenants; false: first come, first served
     kernels: bool = True  # the engine's CPU kernels (engine/csrc, built at set-up); false: eager PyTorch only
@@ -224,6 +225,8 @@ def _check(cfg: PlatformConfig, where: str) -> None:
     for m in cfg.models:
         if m.dtype not in ("float32", "bfloat16", "auto"):
             raise ConfigError(f"{where}: model {m.alias}: dtype must be float32, bfloat16 or auto")
+        if m.kv_cache_dtype not in ("float32", "bfloat16", "auto"):
+            raise ConfigError(f"{where}: model {m.alias}: kv_cache_dtype must be float32, bfloat16 or auto")
         if m.quantization not in ("none", "int8", "int4"):
             raise ConfigError(f"{where}: model {m.alias}: quantization must be none, int8 or int4")
         if m.scheduler_policy not in ("guaranteed_no_evict", "max_utilization"):

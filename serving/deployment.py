@@ -29,6 +29,7 @@ class ModelDeployment:
     version: str  # the artifact's version: the worker refuses an artifact of another
     instances: int = 1  # engine instances (each its own stub process and KV cache)
     dtype: str = "float32"  # or "bfloat16", or "auto": resolved by the worker on its own CPU
+    kv_cache_dtype: str = "auto"  # "float32" or "bfloat16"; "auto": the resolved compute dtype
     block_size: int = DEFAULT_BLOCK_SIZE
     kv_cache_blocks: int = DEFAULT_KV_CACHE_BLOCKS
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS

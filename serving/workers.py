@@ -108,6 +108,7 @@ def deployment(m: ModelSettings, v: ServedVersion, intra_op_threads: int = 0) ->
         artifact_dir=v.artifact_dir,
         version=v.manifest.version,
         dtype=m.dtype,  # "auto" is resolved by the worker, on its own CPU
+        kv_cache_dtype=m.kv_cache_dtype,
         block_size=m.block_size,
         kv_cache_blocks=kv_blocks(m),
         max_num_seqs=m.max_num_seqs,

@@ -18,14 +18,6 @@ inline float to_f(T v) {
   return static_cast<float>(v);
 }
 
-#if LLM_AVX512
-inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
-inline __m512 load16(const at::BFloat16* p) {  // bf16 is the high half of an fp32
-  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
-}
-#endif
-
 template <typename T>
 void rope_store_impl(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& ssin, at::Tensor& kc,
                      at::Tensor& vc, const at::Tensor& slots, int64_t hq, int64_t hkv, at::Tensor& q) {
@@ -77,10 +69,10 @@ void decode_impl(const at::Tensor& q, const at::Tensor& kc, const at::Tensor& vc
           const float* qv = qs + g * d;
           float dot = 0.0f;
           int64_t j = 0;
-#if LLM_AVX512
-          __m512 acc = _mm512_setzero_ps();
-          for (; j + 16 <= d; j += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(qv + j), load16(k + j), acc);
-          dot = _mm512_reduce_add_ps(acc);
+#if LLM_SIMD
+          simd::V acc = simd::zero();
+          for (; j + simd::W <= d; j += simd::W) acc = simd::fmadd(simd::load(qv + j), simd::load(k + j), acc);
+          dot = simd::hsum(acc);
 #endif
           for (; j < d; ++j) dot += qv[j] * to_f(k[j]);
           scores[g * ctx + p] = dot * scale;
@@ -91,15 +83,15 @@ void decode_impl(const at::Tensor& q, const at::Tensor& kc, const at::Tensor& vc
         float mx = -std::numeric_limits<float>::infinity(), sum = 0.0f;
         for (int64_t p = 0; p < ctx; ++p) mx = std::max(mx, sc[p]);
         int64_t p = 0;
-#if LLM_AVX512
-        const __m512 mv = _mm512_set1_ps(mx);
-        __m512 sv = _mm512_setzero_ps();
-        for (; p + 16 <= ctx; p += 16) {
-          const __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(sc + p), mv));
-          _mm512_storeu_ps(sc + p, e);
-          sv = _mm512_add_ps(sv, e);
+#if LLM_SIMD
+        const simd::V mv = simd::set1(mx);
+        simd::V sv = simd::zero();
+        for (; p + simd::W <= ctx; p += simd::W) {
+          const simd::V e = simd::exp(simd::sub(simd::load(sc + p), mv));
+          simd::store(sc + p, e);
+          sv = simd::add(sv, e);
         }
-        sum = _mm512_reduce_add_ps(sv);
+        sum = simd::hsum(sv);
 #endif
         for (; p < ctx; ++p) sum += (sc[p] = std::exp(sc[p] - mx));
         const float inv = 1.0f / sum;
@@ -114,10 +106,9 @@ void decode_impl(const at::Tensor& q, const at::Tensor& kc, const at::Tensor& vc
           const float w = scores[g * ctx + p];
           float* o = os + g * d;
           int64_t j = 0;
-#if LLM_AVX512
-          const __m512 wv = _mm512_set1_ps(w);
-          for (; j + 16 <= d; j += 16)
-            _mm512_storeu_ps(o + j, _mm512_fmadd_ps(wv, load16(v + j), _mm512_loadu_ps(o + j)));
+#if LLM_SIMD
+          const simd::V wv = simd::set1(w);
+          for (; j + simd::W <= d; j += simd::W) simd::store(o + j, simd::fmadd(wv, simd::load(v + j), simd::load(o + j)));
 #endif
           for (; j < d; ++j) o[j] += w * to_f(v[j]);
         }

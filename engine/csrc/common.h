@@ -1,8 +1,9 @@
 // Shared helpers of the engine's CPU kernels (engine/kernels.py builds and loads them).
 //
-// Every kernel has an AVX-512 path (compiled where the build machine's -march=native has it) and
-// a portable scalar path computing the same quantities, so the library builds and is correct on
-// any x86-64 or ARM host; engine/kernels.py reports which one was built.
+// Every kernel has a vector path, AVX-512 (with VNNI) or else AVX2 (with FMA and F16C), compiled
+// for what the build machine's -march=native has, and a portable scalar path computing the same
+// quantities, so the library builds and is correct on any x86-64 or ARM host; engine/kernels.py
+// reports which one was built. `simd::` below is the float vector both vector paths share.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -14,10 +15,17 @@
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
 #define LLM_AVX512 1
+#define LLM_AVX2 0
+#include <immintrin.h>
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define LLM_AVX512 0
+#define LLM_AVX2 1
 #include <immintrin.h>
 #else
 #define LLM_AVX512 0
+#define LLM_AVX2 0
 #endif
+#define LLM_SIMD (LLM_AVX512 || LLM_AVX2)
 
 namespace llm {
 
@@ -29,25 +37,80 @@ inline void check_f32_2d(const at::Tensor& t, const char* name) {
               " must be a contiguous 2-d float32 tensor");
 }
 
+#if LLM_SIMD
+namespace simd {
+// e^x = 2^n e^r, x = n ln2 + r, |r| <= ln2 / 2, e^r by a degree-6 polynomial (relative error
+// about 2e-7). x is clamped to [-87, 88] first: softmax and SiLU want 0 (2^-126 here) below.
+constexpr float kLog2e = 1.44269504088896341f, kLn2Hi = 0.693145751953125f, kLn2Lo = 1.428606765330187045e-06f;
+
 #if LLM_AVX512
-// e^x for 16 lanes: x = n ln2 + r, |r| <= ln2 / 2, e^r by a degree-6 polynomial (relative error
-// about 2e-7), scaled by 2^n. Inputs below -87 give 0, as they should for softmax and SiLU.
-inline __m512 exp512(__m512 x) {
-  const __m512 lo = _mm512_set1_ps(-87.0f), hi = _mm512_set1_ps(88.0f);
-  x = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 720.0f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, n);
+constexpr int64_t W = 16;  // lanes
+using V = __m512;
+inline V load(const float* p) { return _mm512_loadu_ps(p); }
+inline V load(const at::BFloat16* p) {  // bf16 is the high half of an fp32
+  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
 }
+inline void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+inline V set1(float x) { return _mm512_set1_ps(x); }
+inline V zero() { return _mm512_setzero_ps(); }
+inline V add(V a, V b) { return _mm512_add_ps(a, b); }
+inline V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+inline V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+inline V div(V a, V b) { return _mm512_div_ps(a, b); }
+inline V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+inline V fnmadd(V a, V b, V c) { return _mm512_fnmadd_ps(a, b, c); }
+inline V min(V a, V b) { return _mm512_min_ps(a, b); }
+inline V max(V a, V b) { return _mm512_max_ps(a, b); }
+inline V round(V a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+inline V pow2(V p, V n) { return _mm512_scalef_ps(p, n); }  // p * 2^n
+inline float hsum(V v) { return _mm512_reduce_add_ps(v); }
+#else
+constexpr int64_t W = 8;
+using V = __m256;
+inline V load(const float* p) { return _mm256_loadu_ps(p); }
+inline V load(const at::BFloat16* p) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(raw), 16));
+}
+inline void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+inline V set1(float x) { return _mm256_set1_ps(x); }
+inline V zero() { return _mm256_setzero_ps(); }
+inline V add(V a, V b) { return _mm256_add_ps(a, b); }
+inline V sub(V a, V b) { return _mm256_sub_ps(a, b); }
+inline V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+inline V div(V a, V b) { return _mm256_div_ps(a, b); }
+inline V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+inline V fnmadd(V a, V b, V c) { return _mm256_fnmadd_ps(a, b, c); }
+inline V min(V a, V b) { return _mm256_min_ps(a, b); }
+inline V max(V a, V b) { return _mm256_max_ps(a, b); }
+inline V round(V a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+inline V pow2(V p, V n) {  // n integral in [-126, 127] (exp's clamp): 2^n built in the exponent bits
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+inline float hsum(V v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+#endif
+
+inline V exp(V x) {
+  x = min(max(x, set1(-87.0f)), set1(88.0f));
+  const V n = round(mul(x, set1(kLog2e)));
+  V r = fnmadd(n, set1(kLn2Hi), x);
+  r = fnmadd(n, set1(kLn2Lo), r);
+  V p = set1(1.0f / 720.0f);
+  p = fmadd(p, r, set1(1.0f / 120.0f));
+  p = fmadd(p, r, set1(1.0f / 24.0f));
+  p = fmadd(p, r, set1(1.0f / 6.0f));
+  p = fmadd(p, r, set1(0.5f));
+  p = fmadd(p, r, set1(1.0f));
+  p = fmadd(p, r, set1(1.0f));
+  return pow2(p, n);
+}
+}  // namespace simd
 #endif
 
 }  // namespace llm

@@ -12,21 +12,21 @@ namespace {
 void norm_row(const float* x, const float* w, float eps, int64_t h, float* out) {
   float ss = 0.0f;
   int64_t i = 0;
-#if LLM_AVX512
-  __m512 acc = _mm512_setzero_ps();  // 16 partial sums: no serial chain of h additions
-  for (; i + 16 <= h; i += 16) {
-    const __m512 v = _mm512_loadu_ps(x + i);
-    acc = _mm512_fmadd_ps(v, v, acc);
+#if LLM_SIMD
+  simd::V acc = simd::zero();  // W partial sums: no serial chain of h additions
+  for (; i + simd::W <= h; i += simd::W) {
+    const simd::V v = simd::load(x + i);
+    acc = simd::fmadd(v, v, acc);
   }
-  ss = _mm512_reduce_add_ps(acc);
+  ss = simd::hsum(acc);
 #endif
   for (; i < h; ++i) ss += x[i] * x[i];
   const float inv = 1.0f / std::sqrt(ss / static_cast<float>(h) + eps);
   i = 0;
-#if LLM_AVX512
-  const __m512 iv = _mm512_set1_ps(inv);
-  for (; i + 16 <= h; i += 16)
-    _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_loadu_ps(w + i), _mm512_mul_ps(_mm512_loadu_ps(x + i), iv)));
+#if LLM_SIMD
+  const simd::V iv = simd::set1(inv);
+  for (; i + simd::W <= h; i += simd::W)
+    simd::store(out + i, simd::mul(simd::load(w + i), simd::mul(simd::load(x + i), iv)));
 #endif
   for (; i < h; ++i) out[i] = w[i] * (x[i] * inv);
 }
@@ -78,12 +78,12 @@ at::Tensor silu_mul(const at::Tensor& gu) {
     const float *g = src + r * 2 * inter, *u = g + inter;
     float* o = dst + r * inter;
     int64_t i = 0;
-#if LLM_AVX512
-    const __m512 one = _mm512_set1_ps(1.0f);
-    for (; i + 16 <= inter; i += 16) {
-      const __m512 gv = _mm512_loadu_ps(g + i);
-      const __m512 sig = _mm512_div_ps(one, _mm512_add_ps(one, exp512(_mm512_sub_ps(_mm512_setzero_ps(), gv))));
-      _mm512_storeu_ps(o + i, _mm512_mul_ps(_mm512_mul_ps(gv, sig), _mm512_loadu_ps(u + i)));
+#if LLM_SIMD
+    const simd::V one = simd::set1(1.0f);
+    for (; i + simd::W <= inter; i += simd::W) {
+      const simd::V gv = simd::load(g + i);
+      const simd::V sig = simd::div(one, simd::add(one, simd::exp(simd::sub(simd::zero(), gv))));
+      simd::store(o + i, simd::mul(simd::mul(gv, sig), simd::load(u + i)));
     }
 #endif
     for (; i < inter; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];

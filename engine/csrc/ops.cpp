@@ -18,7 +18,7 @@ std::tuple<at::Tensor, at::Tensor> argmax_usable(const at::Tensor& logits);
 at::Tensor topk_indices(const at::Tensor& logits, int64_t k);
 
 // Which code paths this build has (engine/kernels.py reports it).
-std::string isa() { return LLM_AVX512 ? "avx512-vnni" : "scalar"; }
+std::string isa() { return LLM_AVX512 ? "avx512-vnni" : LLM_AVX2 ? "avx2" : "scalar"; }
 
 // Threads of the kernels' own pool (pool.h), the caller included; torch's threads are separate.
 void set_num_threads(int64_t threads) { Pool::get().set_threads(static_cast<int>(threads)); }

@@ -22,63 +22,13 @@
 //       byte 2r + j = code[r, 2b + j] (signed); one fp32 scale per output row beside it.
 #include "common.h"
 #include "pool.h"
+#include "quant_acts.h"
+#include "quant_avx2.h"
 
 #include <vector>
 
 namespace llm {
 namespace {
-
-struct Acts {  // x [M, K] quantized per group of 32 channels
-  std::vector<int16_t> q;     // [M, K]
-  std::vector<float> d;       // [M, G] scale of each group
-  std::vector<float> sum;     // [M, G] exact sum of x over each group
-  std::vector<int32_t> qsum;  // [M, G] sum of q over each group
-};
-
-constexpr float kQMax = 32767.0f;
-// Weights are read once per step from memory, in order: prefetching this far ahead kept the
-// single-thread stream at 9-14 GB/s where the hardware prefetcher alone gave 6.5-7.5 (2 cores,
-// 84 MB of int4 layers; 1 KiB and 16 KiB measured a little slower).
-constexpr int64_t kPrefetch = 4096;
-
-Acts quantize_acts(const float* x, int64_t m, int64_t k) {
-  const int64_t g = k / kGroup;
-  Acts a{std::vector<int16_t>(m * k), std::vector<float>(m * g), std::vector<float>(m * g),
-         std::vector<int32_t>(m * g)};
-  for (int64_t i = 0; i < m * g; ++i) {
-    const float* src = x + i * kGroup;
-    int16_t* q = a.q.data() + i * kGroup;
-#if LLM_AVX512
-    const __m512 lo = _mm512_loadu_ps(src), hi = _mm512_loadu_ps(src + 16);
-    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi)));
-    const __m512 inv = _mm512_set1_ps(amax > 0.0f ? kQMax / amax : 0.0f);
-    const __m512i qlo = _mm512_cvtps_epi32(_mm512_mul_ps(lo, inv));  // round to nearest even
-    const __m512i qhi = _mm512_cvtps_epi32(_mm512_mul_ps(hi, inv));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), _mm512_cvtsepi32_epi16(qlo));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 16), _mm512_cvtsepi32_epi16(qhi));
-    a.d[i] = amax / kQMax;
-    a.sum[i] = _mm512_reduce_add_ps(_mm512_add_ps(lo, hi));
-    a.qsum[i] = _mm512_reduce_add_epi32(_mm512_add_epi32(qlo, qhi));
-#else
-    float amax = 0.0f, sum = 0.0f;
-    for (int64_t j = 0; j < kGroup; ++j) {
-      amax = std::max(amax, std::fabs(src[j]));
-      sum += src[j];
-    }
-    const float inv = amax > 0.0f ? kQMax / amax : 0.0f;
-    int32_t qsum = 0;
-    for (int64_t j = 0; j < kGroup; ++j) {
-      const float r = std::nearbyint(src[j] * inv);
-      q[j] = static_cast<int16_t>(std::max(-kQMax, std::min(kQMax, r)));
-      qsum += q[j];
-    }
-    a.d[i] = amax / kQMax;
-    a.sum[i] = sum;
-    a.qsum[i] = qsum;
-#endif
-  }
-  return a;
-}
 
 #if LLM_AVX512
 inline __m512i pair(const int16_t* q) {  // q[0], q[1] in every 32-bit lane
@@ -233,6 +183,16 @@ at::Tensor quantized_linear(Scheme scheme, const at::Tensor& x, const at::Tensor
       if (m0 + 4 <= m) rows.template operator()<4, 2>();
       if (m0 + 2 <= m) rows.template operator()<2, 2>();
       if (m0 < m) rows.template operator()<1, 4>();
+#elif LLM_AVX2
+      int64_t m0 = 0;
+      auto rows = [&]<int MN>() {
+        if (scheme == Scheme::kInt4) q4_tile2<MN>(tile, groups, a, m0, k, out + m0 * n + n0, n, valid);
+        else q8_tile2<MN>(tile, groups, a, m0, k, s + n0, out + m0 * n + n0, n, valid);
+        m0 += MN;
+      };
+      while (m0 + 4 <= m) rows.template operator()<4>();
+      if (m0 + 2 <= m) rows.template operator()<2>();
+      if (m0 < m) rows.template operator()<1>();
 #else
       for (int64_t row = 0; row < m; ++row) {
         if (scheme == Scheme::kInt4) q4_tile_scalar(tile, groups, a, row, k, out + row * n + n0, valid);

@@ -37,7 +37,10 @@ def start_worker(d: ModelDeployment, metrics_api: MetricsApi, log: Log) -> Worke
     kernel_threads = d.kernel_threads or len(os.sched_getaffinity(0))
     if d.kernels_library:
         torch_thread.call(kernels.set_threads, kernel_threads)
-    model = torch_thread.call(load_model, d.artifact_dir, dtype)
+    kv_dtype_name = dtype_name if d.kv_cache_dtype == "auto" else d.kv_cache_dtype
+    # the scalar build is the kernels' correctness path for hosts without AVX2: eager PyTorch is faster
+    use_kernels = isa not in ("none", "scalar")
+    model = torch_thread.call(load_model, d.artifact_dir, dtype, None, use_kernels)
     # a configured budget is fixed; 0: each step's is sized from the cost measured here
     cost = None if d.max_num_batched_tokens else torch_thread.call(_measured_cost, model, dtype_name, log)
     config = EngineConfig(
@@ -49,6 +52,7 @@ def start_worker(d: ModelDeployment, metrics_api: MetricsApi, log: Log) -> Worke
         policy=d.scheduler_policy,
         fair_share=d.fair_share,
         dtype=dtype,
+        kv_dtype=DTYPES[kv_dtype_name],
         compatibility_key=f"{manifest.compatibility_key}:{dtype_name}",
     )
 
@@ -65,7 +69,7 @@ def start_worker(d: ModelDeployment, metrics_api: MetricsApi, log: Log) -> Worke
     adapter.start(torch_thread)
     log.log_info(
         f"model {manifest.version_id} loaded ({dtype_name}, weights {manifest.quantization}, "
-        f"{config.num_blocks} KV blocks of {config.block_size}, {config.policy}, "
+        f"{config.num_blocks} KV blocks of {config.block_size} ({kv_dtype_name}), {config.policy}, "
         f"{threads} intra-op threads, kernels {isa} on {kernel_threads} threads"
         f"{'' if model.fused else ', eager steps'}), "
         "checksums verified"

@@ -101,3 +101,4 @@ async def test_the_worker_runs_the_engines_kernels(platform: Platform) -> None:
     log = platform.triton.log_path.read_text(errors="replace")
     assert f"kernels {kernels.isa()} on " in log  # the same build the test process loaded
     assert "eager steps" not in log
+    assert " KV blocks of 16 (float32)" in log  # kv_cache_dtype "auto": the fp32 model's own dtype

@@ -50,6 +50,7 @@ def test_file_keys_override_defaults_and_local_tenant_exists_only_by_default(tmp
         ({"nope": {}}, "unknown section"),
         ({"frontend": {"lisen": "x"}}, "unknown key"),
         ({"models": [{"dtype": "float16"}]}, "dtype"),
+        ({"models": [{"kv_cache_dtype": "int8"}]}, "kv_cache_dtype"),
         ({"models": [{"scheduler_policy": "fifo"}]}, "scheduler_policy"),
         ({"models": [{"alias": "a@b"}]}, "alias"),
         ({"models": [{"alias": "a"}, {"alias": "a"}]}, "unique"),

@@ -1,5 +1,5 @@
 """Building the engine's kernels: one build per key, reused; a new key builds again; the portable
-path (no AVX-512) passes the same kernel tests as this machine's."""
+paths (scalar, AVX2) pass the same kernel tests as this machine's own."""
 
 from __future__ import annotations
 
@@ -40,9 +40,18 @@ def test_a_compile_error_is_reported_with_the_compilers_words(
     assert not list((tmp_path / "kernels").glob("*/libllm_kernels.so"))
 
 
-def test_the_portable_path_passes_the_kernel_tests() -> None:
-    """tests/engine/test_kernels.py in a process of its own, against a build without AVX-512."""
-    env = {**os.environ, "LLM_KERNELS_MARCH": "x86-64-v2"}
+@pytest.mark.parametrize("march", ["x86-64-v2", "x86-64-v3"])
+def test_every_other_code_path_passes_the_kernel_tests(march: str) -> None:
+    """tests/engine/test_kernels.py in a process of its own, against a build for another
+    instruction set: x86-64-v2 runs the scalar path, x86-64-v3 the AVX2 one (where this machine's
+    own build is not already that)."""
+    from tests.engine.test_kernels import MARCH_ISA, native_isa
+
+    if MARCH_ISA[march] == native_isa():
+        pytest.skip(f"this machine's own build already runs the {native_isa()} path")
+    if march == "x86-64-v3" and native_isa() == "scalar":
+        pytest.skip("this CPU cannot run AVX2 code")
+    env = {**os.environ, "LLM_KERNELS_MARCH": march}
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/engine/test_kernels.py"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False,

@@ -27,8 +27,9 @@ def config_json(repo: Path, name: str) -> dict[str, object]:
     [
         ModelDeployment("m", Path("/artifact"), "v1"),
         ModelDeployment("m--v2", Path("/a b/c"), "v2", instances=2, dtype="auto", block_size=32,
-                        kv_cache_blocks=600, max_num_seqs=8, max_num_batched_tokens=256,
-                        scheduler_policy="max_utilization", fair_share=False, intra_op_threads=3),
+                        kv_cache_dtype="bfloat16", kv_cache_blocks=600, max_num_seqs=8,
+                        max_num_batched_tokens=256, scheduler_policy="max_utilization", fair_share=False,
+                        intra_op_threads=3),
     ],
     ids=["defaults", "every-field"],
 )  # fmt: skip
