@@ -104,11 +104,10 @@ def platform_config(
     store: Path,
     queue_wait_s: float,
     budget: int | None,
-    quantization: str = "none",
-    dtype: str = "float32",
     workers: int = 1,
+    **model_keys: str,  # [[models]] keys: quantization, dtype, kv_cache_dtype
 ) -> PlatformConfig:
-    model: dict[str, Any] = {"alias": MODEL, "quantization": quantization, "dtype": dtype, "workers": workers}
+    model: dict[str, Any] = {"alias": MODEL, "workers": workers, **model_keys}
     if budget is not None:
         model["max_num_batched_tokens"] = budget
     return parse_config(
@@ -126,8 +125,9 @@ def run_config(work: Path, args: argparse.Namespace) -> PlatformConfig:
     """The platform's config for one run, its store in `work`."""
     a = args
     return platform_config(
-        work / "control.sqlite", a.queue_wait_s, a.budget, a.quantization, a.dtype, a.platform_workers
-    )
+        work / "control.sqlite", a.queue_wait_s, a.budget, a.platform_workers,
+        quantization=a.quantization, dtype=a.dtype, kv_cache_dtype=a.kv_cache_dtype,
+    )  # fmt: skip
 
 
 def run_platform(jobs: list[Job], load: Load, args: argparse.Namespace, warm_up: Job) -> list[Outcome]:
@@ -240,6 +240,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--budget", type=int, help="platform max_num_batched_tokens (default: the platform's)")
     p.add_argument("--quantization", default="none", choices=("none", "int8", "int4"), help="platform")
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "auto"), help="platform")
+    p.add_argument("--kv-cache-dtype", default="auto", choices=("float32", "bfloat16", "auto"), help="KV")
     p.add_argument(
         "--platform-workers",
         type=int,

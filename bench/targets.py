@@ -38,6 +38,7 @@ class PlatformTarget:
             prompt=job.prompt,
             max_output_tokens=spec.output_tokens,
             sampling=pb.SamplingParams(ignore_eos=True),
+            tier=pb.BATCH if spec.batch_tier else pb.INTERACTIVE,
         )
         metadata = (("authorization", f"Bearer {self.keys[spec.tenant]}"),)
         try:

@@ -5,7 +5,7 @@ their arrival schedules. Pure: no tokenizer, no clock (prompt text is made in be
     mixed         80% interactive + 20% documents (1,200-1,800 prompt tokens, 64 out); half of all
                   requests start with one of 4 fixed 256-token system prefixes (prepended to the
                   sampled prompt); 2 tenants
-    offline       64 requests of 128 in / 128 out, all submitted at once
+    offline       64 requests of 128 in / 128 out, all submitted at once, in the BATCH tier
     decode        8 requests of 128 in / 256 out, one at a time (single-stream decode speed)
 
 Every output length is forced (ignore_eos), so each request produces exactly `output_tokens`.
@@ -34,6 +34,7 @@ class Mix:
     requests: int = 64  # default number of requests
     all_at_once: bool = False  # default arrivals: every request at t=0 (otherwise Poisson)
     one_at_a_time: bool = False  # default arrivals: one client, each request after the last
+    batch_tier: bool = False  # requests ask for the BATCH tier (throughput work), not INTERACTIVE
 
 
 MIXES = {
@@ -41,7 +42,7 @@ MIXES = {
     for m in (
         Mix("interactive", (64, 256), (32, 96)),
         Mix("mixed", (64, 256), (32, 96), document_share=0.2, prefixed_share=0.5, prefixes=4, tenants=2),
-        Mix("offline", (128, 128), (128, 128), all_at_once=True),
+        Mix("offline", (128, 128), (128, 128), all_at_once=True, batch_tier=True),
         Mix("decode", (128, 128), (256, 256), requests=8, one_at_a_time=True),
     )
 }
@@ -55,6 +56,7 @@ class RequestSpec:
     prefix: int | None  # which shared system prefix starts the prompt, if any
     body_tokens: int  # prompt tokens after the prefix
     output_tokens: int
+    batch_tier: bool = False  # the platform's BATCH tier (peers have no tiers)
 
     @property
     def prompt_tokens(self) -> int:
@@ -84,7 +86,7 @@ def build_requests(mix: Mix, n: int, seed: int) -> list[RequestSpec]:
         else:
             body, output = rng.randint(*mix.prompt_tokens), rng.randint(*mix.output_tokens)
         kind = "document" if documents[i] else "interactive"
-        out.append(RequestSpec(i, kind, tenant, prefix, body, output))
+        out.append(RequestSpec(i, kind, tenant, prefix, body, output, mix.batch_tier))
     return out
 
 

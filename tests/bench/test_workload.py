@@ -41,10 +41,12 @@ def test_offline_is_64_identical_shapes_sent_at_once() -> None:
     offline = MIXES["offline"]
     reqs = build_requests(offline, offline.requests, seed=0)
     assert len(reqs) == 64
-    assert {(r.kind, r.tenant, r.prefix, r.prompt_tokens, r.output_tokens) for r in reqs} == {
-        ("interactive", 0, None, 128, 128)
+    assert {(r.kind, r.tenant, r.prefix, r.prompt_tokens, r.output_tokens, r.batch_tier) for r in reqs} == {
+        ("interactive", 0, None, 128, 128, True)  # throughput work: the platform's BATCH tier
     }
     assert loads(offline, 64, [], None) == [Load(concurrency=64)]
+    others = [r for m in ("interactive", "mixed", "decode") for r in build_requests(MIXES[m], 50, seed=0)]
+    assert not any(r.batch_tier for r in others)
 
 
 def test_decode_is_one_request_at_a_time_of_128_in_and_256_out() -> None:
