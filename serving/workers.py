@@ -102,6 +102,10 @@ def kernels_library(model: ModelSettings) -> str:
         raise ConfigError(f"model {model.alias}: {e} (set kernels = false to run without them)") from e
 
 
+# measured step costs kept between loads (serving/worker/step_cost_cache.py); delete to measure again
+STEP_COST_DIR = Path(__file__).resolve().parent.parent / "var" / "step-cost"
+
+
 def deployment(m: ModelSettings, v: ServedVersion, intra_op_threads: int = 0) -> ModelDeployment:
     return ModelDeployment(
         triton_model_name=v.triton_model_name,
@@ -117,6 +121,7 @@ def deployment(m: ModelSettings, v: ServedVersion, intra_op_threads: int = 0) ->
         fair_share=m.fair_share,
         intra_op_threads=intra_op_threads,
         kernels_library=kernels_library(m),
+        step_cost_cache=str(STEP_COST_DIR),
     )
 
 

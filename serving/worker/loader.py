@@ -4,16 +4,18 @@ the weights, sizes the step budget, builds the engine and runs the loop (torch_t
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from engine import cost_model, kernels, step_budget
-from engine.artifact import verify
+from engine.artifact import ArtifactIntegrityError, Manifest, read_manifest, verify
 from engine.config import DTYPES, resolve_dtype
 from engine.engine import Engine, EngineConfig
 from engine.model import LlamaForCausalLM
 from engine.step_budget import StepCost
 from engine.weights import load_model
 from serving.deployment import ModelDeployment
+from serving.worker import step_cost_cache
 from serving.worker.adapter import WorkerAdapter
 from serving.worker.protocol import Log
 from serving.worker.torch_thread import TorchThread
@@ -25,10 +27,26 @@ def start_worker(d: ModelDeployment, metrics_api: MetricsApi, log: Log) -> Worke
     fails its checksums or is another version than the deployment names.
 
     The worker checks every file itself, whatever the frontend checked: it is the process that
-    reads the weights, and a worker host may hold its own copy of the artifact."""
-    manifest = verify(d.artifact_dir)
+    reads the weights, and a worker host may hold its own copy of the artifact. The hashing (which
+    releases the GIL) runs beside the weights' load and the step cost; nothing is served, and the
+    loop does not start, before it has passed."""
+    manifest = read_manifest(d.artifact_dir)
     if manifest.version != d.version:
         raise ValueError(f"artifact version {manifest.version} != configured {d.version}")
+    with ThreadPoolExecutor(1, thread_name_prefix="verify") as hashing:
+        checked = hashing.submit(verify, d.artifact_dir)
+        adapter, torch_thread, loaded = _load(d, manifest, metrics_api, log)
+        if checked.result() != manifest:  # raises ArtifactIntegrityError on a mismatch
+            raise ArtifactIntegrityError(f"{d.artifact_dir}: the manifest changed while the model loaded")
+    adapter.start(torch_thread)
+    log.log_info(f"{loaded}, checksums verified")
+    return adapter
+
+
+def _load(
+    d: ModelDeployment, manifest: Manifest, metrics_api: MetricsApi, log: Log
+) -> tuple[WorkerAdapter, TorchThread, str]:
+    """The adapter over a loaded model, not started, its torch thread, and what to log of it."""
     dtype_name = resolve_dtype(d.dtype)
     dtype = DTYPES[dtype_name]
     threads = d.intra_op_threads or len(os.sched_getaffinity(0))
@@ -42,7 +60,12 @@ def start_worker(d: ModelDeployment, metrics_api: MetricsApi, log: Log) -> Worke
     use_kernels = isa not in ("none", "scalar")
     model = torch_thread.call(load_model, d.artifact_dir, dtype, None, use_kernels)
     # a configured budget is fixed; 0: each step's is sized from the cost measured here
-    cost = None if d.max_num_batched_tokens else torch_thread.call(_measured_cost, model, dtype_name, log)
+    cost = None
+    if not d.max_num_batched_tokens:
+        key = step_cost_cache.cache_key(
+            manifest.version_id, dtype_name, kv_dtype_name, d.kernels_library, threads, kernel_threads
+        )
+        cost = torch_thread.call(_step_cost, model, dtype_name, d.step_cost_cache, key, log)
     config = EngineConfig(
         num_blocks=d.kv_cache_blocks,
         block_size=d.block_size,
@@ -66,23 +89,30 @@ def start_worker(d: ModelDeployment, metrics_api: MetricsApi, log: Log) -> Worke
         WorkerMetrics(d.triton_model_name, metrics_api),
         log,
     )
-    adapter.start(torch_thread)
-    log.log_info(
+    loaded = (
         f"model {manifest.version_id} loaded ({dtype_name}, weights {manifest.quantization}, "
         f"{config.num_blocks} KV blocks of {config.block_size} ({kv_dtype_name}), {config.policy}, "
         f"{threads} intra-op threads, kernels {isa} on {kernel_threads} threads"
-        f"{'' if model.fused else ', eager steps'}), "
-        "checksums verified"
+        f"{'' if model.fused else ', eager steps'})"
     )
-    return adapter
+    return adapter, torch_thread, loaded
 
 
-def _measured_cost(model: LlamaForCausalLM, dtype_name: str, log: Log) -> StepCost:
-    """This machine's step cost, from a few timed steps (which also warm the kernels up)."""
-    cost = cost_model.measure(model, DTYPES[dtype_name])
+def _step_cost(model: LlamaForCausalLM, dtype_name: str, cache: str, key: str, log: Log) -> StepCost:
+    """This machine's step cost: cached from an earlier load (then a warm-up step instead), else
+    measured by a few timed steps (which also warm the kernels up) and cached."""
+    dtype = DTYPES[dtype_name]
+    cost = step_cost_cache.load(Path(cache), key) if cache else None
+    origin = "cached"
+    if cost is None:
+        cost, origin = cost_model.measure(model, dtype), "measured"
+        if cache:
+            step_cost_cache.save(Path(cache), key, cost)
+    else:
+        cost_model.warm_up(model, dtype)
     alone = step_budget.prefill_budget(cost, 1, interactive=True)
     log.log_info(
-        f"step cost {cost.fixed_s * 1e3:.1f} ms + {cost.per_decode_s * 1e3:.2f} ms a decode + "
+        f"step cost ({origin}) {cost.fixed_s * 1e3:.1f} ms + {cost.per_decode_s * 1e3:.2f} ms a decode + "
         f"{cost.per_prefill_token_s * 1e3:.3f} ms a prompt token: beside one interactive decode a step "
         f"prefills {alone} tokens (the {step_budget.ITL_OBJECTIVE_S * 1e3:.0f} ms objective)"
     )

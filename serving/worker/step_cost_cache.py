@@ -1,0 +1,63 @@
+"""The measured step cost (engine/cost_model.py), kept between loads of the same model on the same
+machine, so a warm start skips the ~10 s of timed probe steps.
+
+A cost belongs to what shapes a step's time: the model version, its dtypes, the kernels' build (its
+path names the build key: sources, compiler, CPU flags), the thread counts, the CPU model and count,
+and the probe shapes themselves. Each such key is one JSON file in the cache folder, written
+atomically. Delete the folder to measure again (after moving the host to other work, say): a cost
+measured while the machine was busy stays as pessimistic as it was.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+from dataclasses import asdict
+from pathlib import Path
+
+from engine import cost_model
+from engine.step_budget import StepCost
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def cache_key(
+    version_id: str, dtype: str, kv_dtype: str, kernels_library: str, torch_threads: int, kernel_threads: int
+) -> str:
+    parts = {
+        "version": version_id,
+        "dtype": dtype,
+        "kv_dtype": kv_dtype,
+        "kernels": kernels_library,
+        "threads": [torch_threads, kernel_threads],
+        "cpu": [cpu_model(), os.cpu_count()],
+        "probes": [list(cost_model.PROBE_TOKENS), list(cost_model.PROBE_DECODES)],
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def load(folder: Path, key: str) -> StepCost | None:
+    """The cost cached under `key`, or None (none yet, or a file that does not parse)."""
+    try:
+        raw = json.loads((folder / f"{key}.json").read_text())
+        cost = StepCost(float(raw["fixed_s"]), float(raw["per_decode_s"]), float(raw["per_prefill_token_s"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return cost if min(cost.fixed_s, cost.per_decode_s, cost.per_prefill_token_s) >= 0 else None
+
+
+def save(folder: Path, key: str, cost: StepCost) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{key}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(asdict(cost)))
+    tmp.replace(folder / f"{key}.json")

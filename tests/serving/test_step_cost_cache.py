@@ -1,0 +1,39 @@
+"""The measured step cost kept between loads: read back as written, keyed by everything that shapes
+a step's time, and a missing or damaged file is a miss (the worker measures again)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.step_budget import StepCost
+from serving.worker import step_cost_cache as cache
+
+COST = StepCost(fixed_s=0.012, per_decode_s=0.0004, per_prefill_token_s=0.0013)
+KEY_ARGS = ("smollm2-135m@abc", "float32", "bfloat16", "/var/kernels/k1/libllm_kernels.so", 1, 2)
+
+
+def test_a_saved_cost_is_read_back_under_its_key(tmp_path: Path) -> None:
+    key = cache.cache_key(*KEY_ARGS)
+    assert cache.load(tmp_path, key) is None
+    cache.save(tmp_path / "costs", key, COST)
+    assert cache.load(tmp_path / "costs", key) == COST
+    assert [p.name for p in (tmp_path / "costs").iterdir()] == [f"{key}.json"]  # no temporary left
+
+
+def test_each_part_that_shapes_a_step_changes_the_key() -> None:
+    base = cache.cache_key(*KEY_ARGS)
+    assert cache.cache_key(*KEY_ARGS) == base
+    for i, other in enumerate(("smollm2-135m@def", "bfloat16", "float32", "/var/kernels/k2/x.so", 2, 1)):
+        args = list(KEY_ARGS)
+        args[i] = other
+        assert cache.cache_key(*args) != base, f"argument {i}"  # type: ignore[arg-type]
+
+
+def test_a_damaged_or_negative_entry_is_a_miss(tmp_path: Path) -> None:
+    key = cache.cache_key(*KEY_ARGS)
+    (tmp_path / f"{key}.json").write_text("{not json")
+    assert cache.load(tmp_path, key) is None
+    (tmp_path / f"{key}.json").write_text('{"fixed_s": 0.01, "per_decode_s": -1, "per_prefill_token_s": 0.1}')
+    assert cache.load(tmp_path, key) is None
+    (tmp_path / f"{key}.json").write_text('{"fixed_s": 0.01}')
+    assert cache.load(tmp_path, key) is None
