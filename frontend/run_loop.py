@@ -24,6 +24,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
@@ -31,9 +32,9 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from billing.aggregator import UsageAggregator
 from billing.errors import UsageNotDurable
 from billing.usage import UsageReport
-from control.errors import CancelRequested, ControlError
+from control.errors import CancelRequested, ControlError, LeaseExpired
 from control.states import GenerationState
-from control.termination import WORKER_LOST
+from control.termination import LEASE_EXPIRED, WORKER_LOST
 from datastore.retry import retrying
 from datastore.store import Store
 from frontend.admission import Ticket
@@ -52,6 +53,7 @@ Reason = pb.Finished.Reason
 LEASE_LOST = "LEASE_LOST"  # recorded when a live run finds its attempt fenced off
 STORE_AWAY = (UsageNotDurable, OperationalError, InterfaceError, PoolTimeout)  # the store is unreachable
 STORE_RETRY_S = 0.5  # between tries of a run's end while the store is away
+T = TypeVar("T")
 STATE_OF_REASON = {
     Reason.COMPLETED: GenerationState.COMPLETED,
     Reason.OUTPUT_LIMIT: GenerationState.COMPLETED,
@@ -94,7 +96,7 @@ class RunLoop:
 
     async def run(self, live: LiveGeneration, run: GenerationRun, ticket: Ticket) -> None:
         report_seq = 0
-        settling: asyncio.Future[None] | None = None  # the run ended on its own: sealing it
+        settling: asyncio.Future[bool] | None = None  # the run ended on its own: sealing it
         obs = live.observer
         assert obs is not None
         run.trace_headers = tuple(obs.dispatching().items())
@@ -116,10 +118,11 @@ class RunLoop:
                             self._settle(live, run, reason, report_seq + 1, recorded=lost)
                         )
                         try:
-                            await asyncio.shield(settling)
+                            if await asyncio.shield(settling):  # its lease lapsed: recorded INTERRUPTED
+                                event = relabelled(event, final=True)
                         except STORE_AWAY:  # still away after final_usage_wait_s: nothing sealed
                             log.warning("generation %s: store away at its end", live.generation_id)
-                            event = unsealed(event)
+                            event = relabelled(event, final=False)
                     elif kind == "usage" and not run.ended:  # cumulative, to billing too
                         report_seq += 1
                         self._report(run, report_seq)
@@ -183,7 +186,8 @@ class RunLoop:
         events = run.closing_events(reason)
         if live.observer is not None:
             live.observer.settling()
-        await self._settle(live, run, reason, seq, recorded=live.cancel_reason)
+        if await self._settle(live, run, reason, seq, recorded=live.cancel_reason):
+            reason, events[-1] = Reason.INTERRUPTED, relabelled(events[-1], final=True)
         for event in events:
             live.log.append(event)
         live.finished = True
@@ -209,32 +213,34 @@ class RunLoop:
         reason: pb.Finished.Reason,
         seq: int,
         recorded: str = "",
-    ) -> None:
+    ) -> bool:
         """Final usage flushed and acknowledged (when an attempt ran), then the generation ended in
         its terminal state (`recorded`, e.g. SLOW_CONSUMER, is stored when it says more). While the
-        store is away both are retried for up to `final_usage_wait_s`; then the error is raised."""
+        store is away both are retried for up to `final_usage_wait_s`; then the error is raised.
+        True when the attempt's lease had lapsed meanwhile (an outage longer than the lease): it
+        was recorded INTERRUPTED instead, sealed at the usage just flushed."""
         deadline = asyncio.get_running_loop().time() + self.settings.final_usage_wait_s
         if live.lease is not None:
             self._report(run, seq)
             await self._until(deadline, lambda: self.aggregator.flush_final(run.generation_id, run.epoch))
         state = STATE_OF_REASON.get(reason, GenerationState.INTERRUPTED)
         name = recorded or Reason.Name(reason)
-        await self._until(deadline, lambda: asyncio.to_thread(retrying, self._end, live, state, name))
+        return await self._until(deadline, lambda: asyncio.to_thread(retrying, self._end, live, state, name))
 
     @staticmethod
-    async def _until(deadline: float, step: Callable[[], Awaitable[object]]) -> None:
+    async def _until(deadline: float, step: Callable[[], Awaitable[T]]) -> T:
         """Runs `step` until it succeeds, again after each failure to reach the store, until `deadline`."""
         loop = asyncio.get_running_loop()
         while True:
             try:
-                await step()
-                return
+                return await step()
             except STORE_AWAY:
                 if loop.time() + STORE_RETRY_S >= deadline:
                     raise
             await asyncio.sleep(STORE_RETRY_S)
 
-    def _end(self, live: LiveGeneration, state: GenerationState, reason: str) -> None:
+    def _end(self, live: LiveGeneration, state: GenerationState, reason: str) -> bool:
+        """Records the end; True when the lease had lapsed and it was recorded INTERRUPTED instead."""
         now = self.clock()
         lease = live.lease
         try:
@@ -246,15 +252,22 @@ class RunLoop:
                 interrupt(self.store, lease.generation_id, lease.epoch, reason=reason, now=now)
             else:
                 finish(self.store, lease, state=state, reason=reason, now=now)
-        except ControlError as e:  # fenced out (a newer attempt or an expired lease): not ours to end
+        except LeaseExpired:  # the store was away past the lease: it may no longer complete
+            assert lease is not None
+            log.warning("generation %s: lease lapsed before its end; interrupted", live.generation_id)
+            with contextlib.suppress(ControlError):  # unless a sweeper ended it first
+                interrupt(self.store, lease.generation_id, lease.epoch, reason=LEASE_EXPIRED, now=now)
+            return True
+        except ControlError as e:  # fenced out (a newer attempt, or it ended already): not ours to end
             log.warning("generation %s: terminal update rejected: %s", live.generation_id, e)
+        return False
 
 
-def unsealed(finished: pb.GenerationEvent) -> pb.GenerationEvent:
-    """The `finished` of a run whose end the store never recorded: INTERRUPTED, its usage (what was
-    generated, and what its queued reports will record) not final."""
+def relabelled(finished: pb.GenerationEvent, *, final: bool) -> pb.GenerationEvent:
+    """The `finished` of a run the store recorded (final) or will record (not final) INTERRUPTED,
+    its usage being what was generated: sealed, or what its queued reports will record."""
     event = pb.GenerationEvent()
     event.CopyFrom(finished)
     event.finished.reason = Reason.INTERRUPTED
-    event.finished.usage_final = False
+    event.finished.usage_final = final
     return event

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import httpx
 import pytest
 import pytest_asyncio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -50,10 +51,10 @@ def outage_config(url: str) -> Any:
             "frontend": {
                 "metrics_listen": "127.0.0.1:0",
                 "interactive_queue_wait_s": 30.0,
-                "attempt_lease_s": 4.0,
+                "attempt_lease_s": 12.0,  # longer than an outage here, but the last test's
                 "worker_probe_interval_s": 1.0,
             },
-            "http": {"listen": ""},
+            "http": {"listen": "127.0.0.1:0"},
             "store": {"url": url, "timeout_s": STORE_TIMEOUT_S, "probe_interval_s": 0.2},
             "tenants": [{"id": "alpha", "api_keys": [KEY_ALPHA]}],
             "triton": {"grpc_port": 0, "http_port": 0, "metrics_port": 0, "exit_timeout_s": 5},
@@ -173,6 +174,9 @@ async def test_new_requests_are_refused_and_health_fails_while_the_store_is_away
         # before the probe noticed: the request itself meets the store's timeout
         assert await refused_while_down(o) < STORE_TIMEOUT_S * 3 + 2
         await until(lambda: health_is(o, health_pb2.HealthCheckResponse.NOT_SERVING), "NOT_SERVING")
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{o.platform.http_port}") as http:
+            answer = await http.get("/healthz")
+        assert (answer.status_code, answer.json()) == (503, {"status": "NOT_SERVING"})
         assert await refused_while_down(o) < 1.0  # the probe's verdict: refused at once
     finally:
         o.gate.up()
