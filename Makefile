@@ -17,7 +17,7 @@ test: setup-test lint typecheck api-check sdks-check
 	$(PY) -m pytest -q -p no:cacheprovider
 
 setup: $(VENV)/.serve-deps llm/v1/.generated artifact kernels $(VENV)/.sdk-python
-setup-test: $(VENV)/.test-deps llm/v1/.generated artifact kernels $(VENV)/.sdk-python sdk-deps
+setup-test: $(VENV)/.test-deps llm/v1/.generated artifact kernels $(VENV)/.sdk-python sdk-deps ha-deps kube-deps
 
 $(PY):
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required"'
@@ -68,6 +68,32 @@ e2e: setup-test
 .PHONY: fleet-e2e
 fleet-e2e: setup-test
 	$(PY) -m pytest -q -p no:cacheprovider -m fleet tests/e2e
+
+# ---- The replicated control store and the Kubernetes manifests (README "Control durability") ----
+# etcd and Patroni from Debian (apt runs only when one is missing); kubectl for `kubectl kustomize`:
+# the machine's own where there is one, else Debian's kubernetes-client (bookworm has no `kubectl`
+# package). The HA store runs on loopback in var/store-ha/ (python -m serving store-ha ...).
+.PHONY: ha-deps kube-deps store-ha store-ha-down store-ha-status
+ha-deps:
+	@command -v etcd >/dev/null && command -v patroni >/dev/null || { \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y --no-install-recommends etcd-server patroni >/dev/null || \
+	  { apt-get update >/dev/null && apt-get install -y --no-install-recommends etcd-server patroni >/dev/null; }; }
+
+kube-deps:
+	@command -v kubectl >/dev/null || { \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y --no-install-recommends kubernetes-client >/dev/null || \
+	  { apt-get update >/dev/null && apt-get install -y --no-install-recommends kubernetes-client >/dev/null; }; }
+
+store-ha: setup ha-deps
+	$(PY) -m serving store-ha up
+
+store-ha-down: $(VENV)/.serve-deps
+	$(PY) -m serving store-ha down
+
+store-ha-status: $(VENV)/.serve-deps
+	$(PY) -m serving store-ha status
 
 # The standard serving comparison (bench/serve.py; about 8 minutes on 2 cores): the platform over
 # gRPC against transformers serving one request at a time (and llama.cpp where it is installed).

@@ -44,6 +44,7 @@ class Lease:
 class StartedAttempt:
     lease: Lease  # the new attempt's
     superseded: int | None  # epoch of the expired attempt it replaced (ended here); None if none
+    repeated: bool = False  # a retried call found the attempt it had started: nothing new written
 
 
 def start_attempt(
@@ -52,8 +53,9 @@ def start_attempt(
     """A new epoch on `worker_id`: QUEUED -> RUNNING, or a re-dispatch of a RUNNING generation.
 
     A current attempt whose lease has expired is ended first (INTERRUPTED, reason SUPERSEDED);
-    one whose lease is still valid raises `LeaseHeld`. A terminal generation raises
-    `IllegalTransition`; one with a cancel request raises `CancelRequested`.
+    one whose lease is still valid raises `LeaseHeld`, unless it is this call's own (same worker and
+    start time: a retry after the first try committed and its answer was lost), which is returned.
+    A terminal generation raises `IllegalTransition`; one with a cancel request `CancelRequested`.
     """
     if lease_for <= timedelta(0):
         raise ValueError("lease_for must be positive")
@@ -65,6 +67,9 @@ def start_attempt(
     previous = current_attempt(session, generation)
     superseded = None
     if previous is not None and previous.ended_at is None:
+        if previous.worker_id == worker_id and previous.started_at == now:  # this very call, retried
+            lease = Lease(generation.id, previous.epoch, worker_id, previous.lease_expires_at)
+            return StartedAttempt(lease, None, repeated=True)
         if previous.lease_expires_at > now:
             raise LeaseHeld(generation.id, previous.epoch)
         end_attempt(previous, outcome=GenerationState.INTERRUPTED, reason=SUPERSEDED, now=now)

@@ -65,7 +65,8 @@ def create_or_get_generation(session: Session, new: NewGeneration, *, now: datet
         "updated_at": now,
     }
     stmt = insert_for(session, Generation).values(values)
-    session.execute(stmt.on_conflict_do_nothing(index_elements=["tenant_id", "request_id"]))
+    conflict_free = stmt.on_conflict_do_nothing(index_elements=["tenant_id", "request_id"])
+    inserted = session.execute(conflict_free.returning(Generation.__table__.c.id)).first() is not None
     generation = session.scalars(
         select(Generation)
         .where(Generation.tenant_id == new.tenant_id, Generation.request_id == new.request_id)
@@ -73,7 +74,8 @@ def create_or_get_generation(session: Session, new: NewGeneration, *, now: datet
     ).one()
     if generation.payload_sha256 != new.payload_sha256:
         raise RequestIdConflict(new.tenant_id, new.request_id, generation.id)
-    return CreateOrGet(generation, created=generation.id == new.generation_id)
+    # inserted now, not found: a retry whose first try committed (same id) is not created again
+    return CreateOrGet(generation, created=inserted)
 
 
 def get_generation(session: Session, tenant_id: str, generation_id: str) -> Generation:

@@ -3,6 +3,12 @@
 SQLite connections run in WAL mode with foreign keys on, and every transaction starts with
 `BEGIN IMMEDIATE`, so writers queue on the busy timeout instead of failing a lock upgrade midway.
 Sessions do not expire objects on commit: what a transaction returned stays readable after it.
+
+`timeout_s` bounds how long a call waits for an unreachable or locked store before it fails with
+an OperationalError (the API's UNAVAILABLE/STORE_UNAVAILABLE): SQLite's busy timeout; on
+PostgreSQL libpq's connect timeout (per host), TCP's user timeout for unacknowledged data, and
+the pool's wait for a free connection. PostgreSQL connections are pinged at checkout, so one a
+failover broke is replaced before a transaction uses it (datastore/urls.py: several hosts).
 """
 
 from __future__ import annotations
@@ -13,40 +19,51 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event
-from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from datastore.migrations import upgrade
+from datastore.urls import parse_store_url
 
 DEFAULT_URL = "sqlite:///var/control.sqlite"
-SQLITE_BUSY_TIMEOUT_MS = 30_000
+DEFAULT_TIMEOUT_S = 10.0  # [store] timeout_s
 
 
-def make_engine(url: str, *, search_path: str | None = None) -> Engine:
+def make_engine(url: str, *, search_path: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> Engine:
     """An engine for the store. `search_path` (PostgreSQL only) selects the schema, e.g. for tests."""
-    parsed = make_url(url)
-    if parsed.get_backend_name() == "sqlite":
+    if not timeout_s > 0:
+        raise ValueError("timeout_s must be positive")
+    parsed = parse_store_url(url)
+    if parsed.backend == "sqlite":
         if search_path is not None:
             raise ValueError("search_path applies to PostgreSQL only")
-        if parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(parsed, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
-        event.listen(engine, "connect", _sqlite_connect)
+        database = parsed.url.database
+        if database and database != ":memory:":
+            Path(database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(parsed.url, connect_args={"timeout": timeout_s}, pool_timeout=timeout_s)
+        busy_ms = int(timeout_s * 1000)
+        event.listen(engine, "connect", lambda c, _r: _sqlite_connect(c, busy_ms))
         event.listen(engine, "begin", _sqlite_begin)
         return engine
-    if parsed.get_backend_name() != "postgresql":
-        raise ValueError(f"unsupported store url {parsed.render_as_string(hide_password=True)!r}")
-    connect_args = {"options": f"-csearch_path={search_path}"} if search_path else {}
-    return create_engine(parsed, connect_args=connect_args, pool_pre_ping=True)
+    if parsed.backend != "postgresql":
+        raise ValueError(f"unsupported store url {parsed.url.render_as_string(hide_password=True)!r}")
+    connect_args: dict[str, Any] = {
+        **parsed.libpq_args(),
+        "connect_timeout": max(2, round(timeout_s)),  # libpq's unit: whole seconds, at least 2
+        "tcp_user_timeout": int(timeout_s * 1000),
+        "keepalives_idle": max(1, round(timeout_s)),
+    }
+    if search_path:
+        connect_args["options"] = f"-csearch_path={search_path}"
+    return create_engine(parsed.url, connect_args=connect_args, pool_pre_ping=True, pool_timeout=timeout_s)
 
 
-def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
+def _sqlite_connect(dbapi_connection: Any, busy_ms: int) -> None:
     dbapi_connection.isolation_level = None  # SQLAlchemy emits BEGIN itself (see _sqlite_begin)
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    cursor.execute(f"PRAGMA busy_timeout={busy_ms}")
     cursor.close()
 
 
@@ -75,8 +92,10 @@ class Store:
         self.engine.dispose()
 
 
-def open_store(url: str = DEFAULT_URL, *, search_path: str | None = None) -> Store:
+def open_store(
+    url: str = DEFAULT_URL, *, search_path: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S
+) -> Store:
     """Opens the store and applies every pending migration (idempotent, safe to run concurrently)."""
-    engine = make_engine(url, search_path=search_path)
+    engine = make_engine(url, search_path=search_path, timeout_s=timeout_s)
     upgrade(engine)
     return Store(engine)

@@ -81,7 +81,16 @@ class HttpSettings:
 
 @dataclass(slots=True, frozen=True)
 class StoreSettings:
-    url: str = "sqlite:///var/control.sqlite"  # or postgresql+psycopg://...
+    """The control store and what the platform does while it is unreachable (README "Store outages")."""
+
+    # sqlite:///…, postgresql+psycopg://…, or several PostgreSQL hosts (datastore/urls.py)
+    url: str = "sqlite:///var/control.sqlite"
+    timeout_s: float = 10.0  # the longest a call waits for an unreachable or locked store
+    probe_interval_s: float = 1.0  # how often the frontend checks the store (health, admission)
+    # a run's `finished` waits this long for its final usage to be durable and its end recorded;
+    # past it the stream ends INTERRUPTED (usage not final) and the sweeper seals it later
+    final_usage_wait_s: float = 30.0
+    usage_queue_max: int = 100_000  # usage reports the aggregator holds while the store is away
 
 
 @dataclass(slots=True, frozen=True)
@@ -259,9 +268,21 @@ def _check(cfg: PlatformConfig, where: str) -> None:
     endpoint = cfg.telemetry.otlp_endpoint
     if endpoint and not endpoint.startswith(("http://", "https://")):
         raise ConfigError(f"{where}: [telemetry] otlp_endpoint must be an http(s) URL")
-    if not (cfg.store.url.startswith("sqlite:///") or cfg.store.url.startswith("postgresql")):
-        raise ConfigError(f"{where}: store url must be sqlite:///… or postgresql+psycopg://…")
+    _check_store(cfg.store, where)
     _check_fleet(cfg.fleet, f.attempt_lease_s, where)
+
+
+def _check_store(store: StoreSettings, where: str) -> None:
+    url = store.url.strip()
+    if not (url.startswith("sqlite:///") or url.startswith("postgresql") or url.startswith("host=")):
+        raise ConfigError(f"{where}: store url must be sqlite:///…, postgresql+psycopg://… or host=…")
+    periods = (store.timeout_s, store.probe_interval_s, store.final_usage_wait_s)
+    if not all(isinstance(p, int | float) and p > 0 for p in periods):
+        raise ConfigError(
+            f"{where}: [store] timeout_s, probe_interval_s and final_usage_wait_s must be positive"
+        )
+    if not isinstance(store.usage_queue_max, int) or store.usage_queue_max < 1:
+        raise ConfigError(f"{where}: [store] usage_queue_max must be a positive integer")
 
 
 def _check_fleet(fleet: FleetSettings, attempt_lease_s: float, where: str) -> None:

@@ -32,7 +32,7 @@ from control.errors import (
     UnknownModelVersion,
 )
 from engine.artifact import ArtifactIntegrityError
-from frontend.errors import ApiError, cursor_expired, invalid_argument
+from frontend.errors import ApiError, cursor_expired, invalid_argument, store_unavailable
 from frontend.handlers import MALFORMED, HandlerInterceptor, Streaming, Unary, responses, rewrap, tolerant
 from frontend.stream_log import CursorExpired
 from frontend.tokenization import TemplateError
@@ -62,9 +62,7 @@ def _quota(e: QuotaExceeded) -> ApiError:
 
 def _store_unavailable(e: Exception) -> ApiError:
     log.warning("control store unavailable: %s", type(e).__name__)
-    return ApiError(
-        Code.UNAVAILABLE, "STORE_UNAVAILABLE", "the control store is unavailable", retry_after_s=RETRY_SOON_S
-    )
+    return store_unavailable()
 
 
 def _fenced(e: Exception) -> ApiError:

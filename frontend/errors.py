@@ -91,6 +91,11 @@ def unavailable(reason: str, message: str, retry_after_s: float = 1.0) -> ApiErr
     return ApiError(grpc.StatusCode.UNAVAILABLE, reason, message, retry_after_s=retry_after_s)
 
 
+def store_unavailable() -> ApiError:
+    """The control store cannot be reached (or is locked past its timeout): retry soon."""
+    return unavailable("STORE_UNAVAILABLE", "the control store is unavailable")
+
+
 def cursor_expired(generation_id: str) -> ApiError:
     return ApiError(
         grpc.StatusCode.OUT_OF_RANGE,

@@ -26,10 +26,11 @@ from opentelemetry.trace import Tracer
 from billing.aggregator import UsageAggregator
 from control.generations import NewGeneration
 from control.states import GenerationState
+from datastore.retry import retrying
 from datastore.store import Store
 from frontend.auth import Tenant
 from frontend.cache_salt import CacheSalts
-from frontend.errors import ApiError, unavailable
+from frontend.errors import ApiError, store_unavailable, unavailable
 from frontend.generation import GenerationRun
 from frontend.leases import LeaseKeeper
 from frontend.live import LiveGeneration, LiveRegistry
@@ -37,6 +38,7 @@ from frontend.metrics import FrontendMetrics
 from frontend.registry import ServedVersion
 from frontend.routing import Dispatcher
 from frontend.run_loop import LEASE_LOST, GatewaySettings, RunLoop
+from frontend.store_health import StoreProbe
 from frontend.stream_log import EventLog
 from frontend.telemetry import observe_generation
 from frontend.validation import ValidatedRequest
@@ -118,7 +120,9 @@ class GenerationManager:
             on_lost=lambda g: self.live.cancel(g, LEASE_LOST),  # type: ignore[arg-type]
             queue_bound_s=max(dispatcher.queue_wait_s.values()),
             on_cancel=lambda g: self.live.cancel(g, "CANCELED"),  # type: ignore[arg-type]
+            before_sweep=aggregator.flush,
         )
+        self.store_probe = StoreProbe(store, settings.store_probe_interval_s)
         self.draining = False  # drain() began: no new generation is admitted
 
     async def start(
@@ -134,6 +138,8 @@ class GenerationManager:
         received_ns, received_s = received or (time.time_ns(), time.monotonic())
         if self.draining:
             raise unavailable("DRAINING", "this frontend is shutting down; send the request to another")
+        if not self.store_probe.available:  # refused at once, not after the store's timeout
+            raise store_unavailable()
         self.live.forget_expired()
         new_id = uuid.uuid4().hex
         new = NewGeneration(
@@ -165,8 +171,9 @@ class GenerationManager:
             late = None
         except ApiError as e:
             late = e
-        admission = await asyncio.to_thread(admit, self.store, new, now=self.clock(), refusal=late)
-        if not admission.created:  # the same request again: attach to what is retained
+        admission = await asyncio.to_thread(retrying, admit, self.store, new, now=self.clock(), refusal=late)
+        # a retry after a broken connection finds its own first try committed: still ours
+        if not admission.created and admission.generation_id != new_id:  # the same request again
             retained = self.live.get(admission.generation_id)
             if retained is None:
                 raise NotRetained(admission.generation_id, str(admission.state))
@@ -192,8 +199,10 @@ class GenerationManager:
         return live
 
     def start_background(self) -> None:
-        """Starts renewing live runs' leases and sweeping expired ones (frontend/leases.py)."""
+        """Starts renewing live runs' leases and sweeping expired ones (frontend/leases.py), and
+        probing the store (frontend/store_health.py)."""
         self.leases.start()
+        self.store_probe.start()
 
     async def drain(self, timeout_s: float) -> bool:
         """Admits nothing more and waits, up to `timeout_s`, until every run has ended and no client
@@ -204,6 +213,7 @@ class GenerationManager:
     async def shutdown(self) -> None:
         """Cancels every live run (each ends CANCELED, usage flushed) and waits for them."""
         self.leases.stop()
+        await self.store_probe.close()
         await self.live.shutdown()
 
     # --- what the servicers follow ------------------------------------------------------------

@@ -42,6 +42,7 @@ class LeaseKeeper:
         on_lost: Callable[[Leased], None],
         queue_bound_s: float = 600.0,
         on_cancel: Callable[[Leased], None] = lambda _: None,
+        before_sweep: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         """queue_bound_s: the longest a generation may wait in a frontend's queue (the largest tier
         allowance); a QUEUED generation untouched for that plus a lease has lost its frontend."""
@@ -52,6 +53,9 @@ class LeaseKeeper:
         self.on_lost = on_lost
         self.on_cancel = on_cancel
         self.queue_bound_s = queue_bound_s
+        # e.g. the usage aggregator's flush: an attempt whose run ended while the store was away is
+        # sealed only after the usage this frontend still holds for it is durable
+        self.before_sweep = before_sweep
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
@@ -88,6 +92,8 @@ class LeaseKeeper:
                 self.on_cancel(g)
 
     async def sweep(self) -> None:
+        if self.before_sweep is not None:
+            await self.before_sweep()
         swept = await asyncio.to_thread(self._sweep_blocking)
         if swept:
             log.warning("swept %d attempt(s) whose lease expired or queued generation(s) abandoned", swept)

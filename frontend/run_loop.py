@@ -7,6 +7,13 @@ RUNNING  the attempt starts (epoch, lease) the moment a worker has room, before 
 ended    final usage flushed and acknowledged, then the attempt sealed (lifecycle/), then
          `finished` appended. A generation that never left the queue is ended with nothing
          billed (its whole reservation released).
+
+With the store away at the end, `finished` waits for it up to `final_usage_wait_s` (the aggregator
+keeps retrying meanwhile). If it is still away, the stream ends `finished` INTERRUPTED with the
+usage generated so far, `usage_final` false: nothing was sealed. Its reports stay queued and are
+written once the store returns; the attempt's lease, no longer renewed, then expires and the
+sweeper, which first waits for this frontend's queued usage to be durable, ends it INTERRUPTED
+sealed at that watermark: the usage the client was sent.
 """
 
 from __future__ import annotations
@@ -14,15 +21,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TypeVar
+
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from billing.aggregator import UsageAggregator
+from billing.errors import UsageNotDurable
 from billing.usage import UsageReport
-from control.errors import CancelRequested, ControlError
+from control.errors import CancelRequested, ControlError, LeaseExpired
 from control.states import GenerationState
-from control.termination import WORKER_LOST
+from control.termination import LEASE_EXPIRED, WORKER_LOST
+from datastore.retry import retrying
 from datastore.store import Store
 from frontend.admission import Ticket
 from frontend.error_map import api_error
@@ -38,6 +51,9 @@ from llm.v1 import generations_pb2 as pb
 log = logging.getLogger(__name__)
 Reason = pb.Finished.Reason
 LEASE_LOST = "LEASE_LOST"  # recorded when a live run finds its attempt fenced off
+STORE_AWAY = (UsageNotDurable, OperationalError, InterfaceError, PoolTimeout)  # the store is unreachable
+STORE_RETRY_S = 0.5  # between tries of a run's end while the store is away
+T = TypeVar("T")
 STATE_OF_REASON = {
     Reason.COMPLETED: GenerationState.COMPLETED,
     Reason.OUTPUT_LIMIT: GenerationState.COMPLETED,
@@ -59,6 +75,8 @@ class GatewaySettings:
     usage_every_tokens: int = 32  # usage event + billing report cadence, in output tokens ...
     usage_every_s: float = 2.0  # ... or seconds (with new tokens), whichever comes first
     slow_consumer_timeout_s: float = 30.0  # a run paused this long for a reader is cancelled
+    final_usage_wait_s: float = 30.0  # `finished` waits this long for durable usage and a recorded end
+    store_probe_interval_s: float = 1.0  # how often the store's reachability is checked
 
 
 def rejected(metrics: FrontendMetrics, e: ApiError) -> None:
@@ -78,7 +96,7 @@ class RunLoop:
 
     async def run(self, live: LiveGeneration, run: GenerationRun, ticket: Ticket) -> None:
         report_seq = 0
-        settling: asyncio.Future[None] | None = None  # the run ended on its own: sealing it
+        settling: asyncio.Future[bool] | None = None  # the run ended on its own: sealing it
         obs = live.observer
         assert obs is not None
         run.trace_headers = tuple(obs.dispatching().items())
@@ -99,7 +117,12 @@ class RunLoop:
                         settling = asyncio.ensure_future(
                             self._settle(live, run, reason, report_seq + 1, recorded=lost)
                         )
-                        await asyncio.shield(settling)
+                        try:
+                            if await asyncio.shield(settling):  # its lease lapsed: recorded INTERRUPTED
+                                event = relabelled(event, final=True)
+                        except STORE_AWAY:  # still away after final_usage_wait_s: nothing sealed
+                            log.warning("generation %s: store away at its end", live.generation_id)
+                            event = relabelled(event, final=False)
                     elif kind == "usage" and not run.ended:  # cumulative, to billing too
                         report_seq += 1
                         self._report(run, report_seq)
@@ -145,8 +168,9 @@ class RunLoop:
         """A worker has room for it: its attempt starts (QUEUED -> RUNNING) and sets the epoch
         the worker request and every event carry. `CancelRequested` if a cancel came first."""
         dispatch = Dispatch(self.settings.worker_id, timedelta(seconds=self.settings.lease_s))
+        now = self.clock()  # the same on a retry: it finds its own attempt (control/attempts.py)
         starting = asyncio.ensure_future(
-            asyncio.to_thread(start_attempt, self.store, live.generation_id, dispatch, now=self.clock())
+            asyncio.to_thread(retrying, start_attempt, self.store, live.generation_id, dispatch, now=now)
         )
         try:
             lease = await asyncio.shield(starting)
@@ -162,7 +186,8 @@ class RunLoop:
         events = run.closing_events(reason)
         if live.observer is not None:
             live.observer.settling()
-        await self._settle(live, run, reason, seq, recorded=live.cancel_reason)
+        if await self._settle(live, run, reason, seq, recorded=live.cancel_reason):
+            reason, events[-1] = Reason.INTERRUPTED, relabelled(events[-1], final=True)
         for event in events:
             live.log.append(event)
         live.finished = True
@@ -188,16 +213,34 @@ class RunLoop:
         reason: pb.Finished.Reason,
         seq: int,
         recorded: str = "",
-    ) -> None:
+    ) -> bool:
         """Final usage flushed and acknowledged (when an attempt ran), then the generation ended in
-        its terminal state (`recorded`, e.g. SLOW_CONSUMER, is stored when it says more)."""
+        its terminal state (`recorded`, e.g. SLOW_CONSUMER, is stored when it says more). While the
+        store is away both are retried for up to `final_usage_wait_s`; then the error is raised.
+        True when the attempt's lease had lapsed meanwhile (an outage longer than the lease): it
+        was recorded INTERRUPTED instead, sealed at the usage just flushed."""
+        deadline = asyncio.get_running_loop().time() + self.settings.final_usage_wait_s
         if live.lease is not None:
             self._report(run, seq)
-            await self.aggregator.flush_final(run.generation_id, run.epoch)
+            await self._until(deadline, lambda: self.aggregator.flush_final(run.generation_id, run.epoch))
         state = STATE_OF_REASON.get(reason, GenerationState.INTERRUPTED)
-        await asyncio.to_thread(self._end, live, state, recorded or Reason.Name(reason))
+        name = recorded or Reason.Name(reason)
+        return await self._until(deadline, lambda: asyncio.to_thread(retrying, self._end, live, state, name))
 
-    def _end(self, live: LiveGeneration, state: GenerationState, reason: str) -> None:
+    @staticmethod
+    async def _until(deadline: float, step: Callable[[], Awaitable[T]]) -> T:
+        """Runs `step` until it succeeds, again after each failure to reach the store, until `deadline`."""
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                return await step()
+            except STORE_AWAY:
+                if loop.time() + STORE_RETRY_S >= deadline:
+                    raise
+            await asyncio.sleep(STORE_RETRY_S)
+
+    def _end(self, live: LiveGeneration, state: GenerationState, reason: str) -> bool:
+        """Records the end; True when the lease had lapsed and it was recorded INTERRUPTED instead."""
         now = self.clock()
         lease = live.lease
         try:
@@ -209,5 +252,22 @@ class RunLoop:
                 interrupt(self.store, lease.generation_id, lease.epoch, reason=reason, now=now)
             else:
                 finish(self.store, lease, state=state, reason=reason, now=now)
-        except ControlError as e:  # fenced out (a newer attempt or an expired lease): not ours to end
+        except LeaseExpired:  # the store was away past the lease: it may no longer complete
+            assert lease is not None
+            log.warning("generation %s: lease lapsed before its end; interrupted", live.generation_id)
+            with contextlib.suppress(ControlError):  # unless a sweeper ended it first
+                interrupt(self.store, lease.generation_id, lease.epoch, reason=LEASE_EXPIRED, now=now)
+            return True
+        except ControlError as e:  # fenced out (a newer attempt, or it ended already): not ours to end
             log.warning("generation %s: terminal update rejected: %s", live.generation_id, e)
+        return False
+
+
+def relabelled(finished: pb.GenerationEvent, *, final: bool) -> pb.GenerationEvent:
+    """The `finished` of a run the store recorded (final) or will record (not final) INTERRUPTED,
+    its usage being what was generated: sealed, or what its queued reports will record."""
+    event = pb.GenerationEvent()
+    event.CopyFrom(finished)
+    event.finished.reason = Reason.INTERRUPTED
+    event.finished.usage_final = final
+    return event

@@ -123,9 +123,12 @@ async def frontend_server(
     if port == 0:
         raise OSError(f"cannot listen on {listen}")
     await server.start()
-    check = HealthCheck(
-        health_servicer, registry, pool, SERVICE_NAMES, health_interval_s, lambda: not manager.draining
-    )
+
+    def accepting() -> bool:  # new work needs the control store too: NOT_SERVING while it is away
+        return not manager.draining and manager.store_probe.available
+
+    manager.store_probe.on_change = pool.changed.set  # a flip recomputes health at once
+    check = HealthCheck(health_servicer, registry, pool, SERVICE_NAMES, health_interval_s, accepting)
     await check.refresh()
     check.start()
     try:

@@ -41,6 +41,8 @@ def begin_attempt(session: Session, generation_id: str, dispatch: Dispatch, *, n
     started = attempts.start_attempt(
         session, generation_id, worker_id=dispatch.worker_id, now=now, lease_for=dispatch.lease_for
     )
+    if started.repeated:  # a retry whose first try committed: its watermark is open already
+        return started.lease
     if started.superseded is not None:  # the generation goes on: its reservation stays
         seal_watermark(session, generation_id, started.superseded, now=now)
     open_watermark(session, generation_id, started.lease.epoch, now=now)

@@ -115,6 +115,10 @@ def _run(role: str | None, cfg: PlatformConfig) -> int:
 
 
 def main() -> int:
+    if sys.argv[1:2] == ["store-ha"]:  # the one-machine HA control store (serving/store_ha/)
+        from serving.store_ha.__main__ import main as store_ha
+
+        return store_ha(sys.argv[2:])
     parser = argparse.ArgumentParser(description="Run the LLM platform, or one role of its fleet.")
     parser.add_argument("role", nargs="?", choices=("frontend", "worker"), help="a fleet role (default: all)")
     parser.add_argument("--config", type=Path, default=None, help="TOML config (default: built-in)")

@@ -82,7 +82,7 @@ class FleetFrontend:
     def open(self) -> None:
         """Opens the store (migrating it), seeds it with the config and loads the versions it
         names or holds READY (their tokenizers and templates; blocking: verifies the artifacts)."""
-        self.store = open_store(store_url(self.cfg.store.url))
+        self.store = open_store(store_url(self.cfg.store.url), timeout_s=self.cfg.store.timeout_s)
         configured = [(m, load_version(artifact_for(m))) for m in self.cfg.models]
         now = datetime.now(UTC)
         seed_catalog(self.store, self.cfg.tenants, [(m.alias, v) for m, v in configured], now=now)

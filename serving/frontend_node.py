@@ -93,7 +93,9 @@ async def serve_frontend(
     f = parts.cfg.frontend
     store = parts.store
     meter = StoreMeter.attach(store.engine)
-    aggregator = UsageAggregator(store.sessions, clock=lambda: datetime.now(UTC))
+    aggregator = UsageAggregator(
+        store.sessions, clock=lambda: datetime.now(UTC), max_pending=parts.cfg.store.usage_queue_max
+    )
     aggregator.start()
     settings = GatewaySettings(
         frontend_id=parts.frontend_id,
@@ -103,6 +105,8 @@ async def serve_frontend(
         max_events=f.stream_max_events,
         max_bytes=f.stream_max_bytes,
         slow_consumer_timeout_s=f.slow_consumer_timeout_s,
+        final_usage_wait_s=parts.cfg.store.final_usage_wait_s,
+        store_probe_interval_s=parts.cfg.store.probe_interval_s,
     )
     metrics = FrontendMetrics()
     metrics_port = metrics.serve(f.metrics_listen)

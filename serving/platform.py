@@ -90,7 +90,7 @@ class Platform:
         and loads what the store says to serve: the configured versions (`[[models]] workers = N`:
         on the first N workers) and every other READY version (registered through Admin: on every
         worker). Then records them READY and loads the catalog cache."""
-        self.store = open_store(store_url(self.cfg.store.url))
+        self.store = open_store(store_url(self.cfg.store.url), timeout_s=self.cfg.store.timeout_s)
         try:
             configured = self.local.configured()
             routes = [(m.alias, v) for m, v in configured]

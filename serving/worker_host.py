@@ -45,7 +45,7 @@ class WorkerHost:
 
     def start(self) -> None:
         """Opens the store (migrating it), starts the workers and loads their versions (blocking)."""
-        self.store = open_store(store_url(self.cfg.store.url))
+        self.store = open_store(store_url(self.cfg.store.url), timeout_s=self.cfg.store.timeout_s)
         try:
             with self.store.transaction() as session:
                 prune_workers(session, expired_before=datetime.now(UTC) - PRUNE_AFTER)

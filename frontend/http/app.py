@@ -2,7 +2,7 @@
 servicers adapt protobuf. Tenant services need `Authorization: Bearer <api key>`, checked by the
 same key store as gRPC's metadata; errors are mapped by frontend/error_map.py's table and rendered
 by frontend/http/errors.py. /openapi.json and /healthz (SERVING while a model version has a ready
-worker) need no key.
+worker and the control store is reachable) need no key.
 
 REST API (the protos' messages in protobuf's JSON mapping)
     POST /v1/generations                       GenerateRequest (+ "stream"); SSE or one document
@@ -212,10 +212,11 @@ class HttpApi:
 
     async def healthz(self, request: Request) -> Response:
         """SERVING while some model version has a ready worker (as the gRPC health service's ""),
-        and not once the frontend drains for its exit."""
+        and not once the frontend drains for its exit nor while the control store is unreachable."""
         pool = self.calls.pool
         ready = [await ready_workers(pool, v) for v in self.calls.registry.versions.values()]
-        serving = any(n > 0 for n in ready) and not self.calls.generations.manager.draining
+        manager = self.calls.generations.manager
+        serving = any(n > 0 for n in ready) and not manager.draining and manager.store_probe.available
         return JSON({"status": "SERVING" if serving else "NOT_SERVING"}, 200 if serving else 503)
 
 

@@ -57,6 +57,9 @@ def test_file_keys_override_defaults_and_local_tenant_exists_only_by_default(tmp
         ({"tenants": [{"id": "t", "api_keys": "k"}]}, "api_keys"),
         ({"tenants": [{"id": "a", "api_keys": ["k"]}, {"id": "b", "api_keys": ["k"]}]}, "two tenants"),
         ({"store": {"url": "mysql://x"}}, "store url"),
+        ({"store": {"timeout_s": 0}}, "timeout_s"),
+        ({"store": {"final_usage_wait_s": -1}}, "final_usage_wait_s"),
+        ({"store": {"usage_queue_max": 0}}, "usage_queue_max"),
         ({"frontend": {"slow_consumer_timeout_s": 0}}, "slow_consumer_timeout_s"),
         ({"frontend": {"converse_window_events": 0}}, "converse_window_events"),
         ({"frontend": {"worker_probe_interval_s": 0}}, "worker_probe_interval_s"),
@@ -137,3 +140,10 @@ def test_the_fleet_examples_parse_and_carry_their_roles_secrets() -> None:
     require_fleet_keys(worker, "worker_key")
     assert frontend.fleet.worker_key == worker.fleet.worker_key
     assert frontend.store.url == worker.store.url and worker.worker.name == "cpu-a"
+
+
+def test_the_store_section_takes_a_multi_host_url_and_its_outage_bounds() -> None:
+    url = "host=127.0.0.1,127.0.0.1 port=5441,5442 dbname=postgres target_session_attrs=read-write"
+    store = parse_config({"store": {"url": url, "timeout_s": 3, "final_usage_wait_s": 9}}).store
+    assert (store.url, store.timeout_s, store.final_usage_wait_s) == (url, 3, 9)
+    assert (store.probe_interval_s, store.usage_queue_max) == (1.0, 100_000)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from sqlalchemy import func, select
+from sqlalchemy.exc import OperationalError
 
 from billing.errors import QuotaExceeded, QuotaKind
 from billing.ledger import RateUsage, TenantLoad, rate_usage, tenant_load
@@ -13,6 +14,7 @@ from control.attempts import Lease
 from control.errors import RequestIdConflict
 from control.models import Attempt, Generation
 from control.states import GenerationState
+from datastore.retry import retrying
 from datastore.store import Store
 from lifecycle.admission import Admission, admit
 from tests.builders import T0, TENANT, at, new_generation, on, seed, tenant_spec
@@ -103,3 +105,24 @@ def test_the_callers_refusal_comes_after_the_quotas_and_records_nothing(store: S
         admit(store, new_generation("r2", output_tokens=10), now=T0, dispatch=on(), refusal=TooLate())
     assert counts(store) == NOTHING
     assert ledger(store) == (TenantLoad(0, 0), RateUsage(T0, 0, 0))
+
+
+def test_an_admission_retried_after_its_commit_finds_itself_and_reserves_once(store: Store) -> None:
+    """A failover breaks the connection after COMMIT: the retry (datastore/retry.py) must not admit
+    twice. It finds the generation by request id with the id it was given itself, which is how the
+    frontend tells its own first try from another request's (frontend/generations.py)."""
+    seed(store)
+    new = new_generation("r1")
+    broke: list[bool] = []
+
+    def admit_then_lose_the_answer() -> Admission:
+        admission = admit(store, new, now=T0)
+        if not broke:
+            broke.append(True)
+            raise OperationalError("COMMIT", {}, ConnectionResetError("reset"), connection_invalidated=True)
+        return admission
+
+    again = retrying(admit_then_lose_the_answer)
+    assert (again.created, again.generation_id, again.state) == (False, new.generation_id, S.QUEUED)
+    assert counts(store) == {"generations": 1, "attempts": 0, "reservations": 1, "usage_watermarks": 0}
+    assert ledger(store)[0] == TenantLoad(1, 250)  # reserved once

@@ -119,3 +119,15 @@ def test_one_round_renews_every_lease_and_tells_the_lost_and_the_cancelled(store
         expiry = {a.generation_id: a.lease_expires_at for a in session.scalars(select(Attempt))}
     assert expiry[kept.generation_id] == expiry[cancelled.generation_id] == at(10) + LEASE
     assert renew_leases(store, [], now=at(11), lease_for=LEASE) == Renewal(frozenset(), frozenset())
+
+
+def test_a_start_retried_after_its_commit_returns_the_same_attempt(store: Store) -> None:
+    """A failover can break the connection after the start committed: the retry (same worker, same
+    start time) finds that attempt instead of refusing LEASE_HELD or opening a second epoch."""
+    seed(store)
+    generation_id = admitted(store)
+    first = start_attempt(store, generation_id, on("w1"), now=at(1))
+    again = start_attempt(store, generation_id, on("w1"), now=at(1))
+    assert again == first and first.epoch == 1
+    with pytest.raises(LeaseHeld):  # a different caller still meets the live lease
+        start_attempt(store, generation_id, on("w2"), now=at(1))
