@@ -25,6 +25,8 @@ UNAUTHENTICATED_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 ADMIN_PREFIX = "/llm.v1.Admin/"
 
 _current_tenant: contextvars.ContextVar[Tenant] = contextvars.ContextVar("tenant")
+_current_admin: contextvars.ContextVar[str] = contextvars.ContextVar("admin", default="admin")
+OPERATOR_HEADER = "x-operator"  # who is at the keyboard, recorded with Admin changes (llmctl sends $USER)
 
 
 @dataclass(slots=True, frozen=True)
@@ -36,6 +38,12 @@ class Tenant:
 def current_tenant() -> Tenant:
     """The authenticated tenant of the running call (set by AuthInterceptor)."""
     return _current_tenant.get()
+
+
+def current_admin() -> str:
+    """Who makes the running Admin call: "<operator> (key <fingerprint>)", the operator from the
+    `x-operator` metadata (else "admin"), the fingerprint the first 8 hex digits of the key's sha256."""
+    return _current_admin.get()
 
 
 def _digest(key: str) -> bytes:
@@ -67,12 +75,18 @@ class ApiKeyStore:
             )
         return principal
 
-    def authenticate_admin(self, metadata: Iterable[tuple[str, Any]] | None) -> None:
-        """Passes for an admin key; PERMISSION_DENIED for a tenant's key."""
+    def authenticate_admin(self, metadata: Iterable[tuple[str, Any]] | None) -> str:
+        """The admin's name (see `current_admin`) for an admin key; PERMISSION_DENIED for a tenant's key."""
         if self._principal(metadata) is not None:
             raise ApiError(
                 grpc.StatusCode.PERMISSION_DENIED, "ADMIN_REQUIRED", "this call needs an admin key"
             )
+        headers = {
+            k: v.decode(errors="replace") if isinstance(v, bytes) else str(v) for k, v in metadata or ()
+        }
+        key = headers["authorization"].partition(" ")[2].strip()
+        operator = "".join(c for c in headers.get(OPERATOR_HEADER, "")[:64] if c.isprintable()) or "admin"
+        return f"{operator} (key {_digest(key).hex()[:8]})"
 
     def _principal(self, metadata: Iterable[tuple[str, Any]] | None) -> Tenant | None:
         header = next((v for k, v in metadata or () if k == "authorization"), None)
@@ -97,10 +111,10 @@ class AuthInterceptor(HandlerInterceptor):
     def wrap(self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
         if details.method.startswith(UNAUTHENTICATED_PREFIXES):
             return handler
-        tenant: Tenant | ApiError | None = None
+        tenant: Tenant | ApiError | str
         try:
             if details.method.startswith(ADMIN_PREFIX):
-                self._keys.authenticate_admin(details.invocation_metadata)
+                tenant = self._keys.authenticate_admin(details.invocation_metadata)
             else:
                 tenant = self._keys.authenticate(details.invocation_metadata)
         except ApiError as e:
@@ -108,15 +122,17 @@ class AuthInterceptor(HandlerInterceptor):
         return _wrap(handler, tenant)
 
 
-def _wrap(handler: grpc.RpcMethodHandler, tenant: Tenant | ApiError | None) -> grpc.RpcMethodHandler:
-    """The same handler, run with the tenant set (None: an admin call), or refused: the ApiError is
-    raised inside the handler, where frontend/error_map.py turns it into the status."""
+def _wrap(handler: grpc.RpcMethodHandler, tenant: Tenant | ApiError | str) -> grpc.RpcMethodHandler:
+    """The same handler, run with the tenant set (a str: an admin call, by that admin), or refused:
+    the ApiError is raised inside the handler, where frontend/error_map.py turns it into the status."""
 
     def enter() -> None:
         if isinstance(tenant, ApiError):
             raise tenant
         if isinstance(tenant, Tenant):
             _current_tenant.set(tenant)
+        else:
+            _current_admin.set(tenant)
 
     def unary(inner: Unary) -> Unary:
         async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:

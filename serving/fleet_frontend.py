@@ -140,6 +140,7 @@ class FleetFrontend:
             self.tracer_provider,
             self.frontend_id,
             self.deploy_version,
+            self.undeploy_version,
         )
         forwarding = Forwarding(self.store, self.frontend_id, relay)
         http_at = cfg.http.listen if http_listen is None else http_listen
@@ -186,6 +187,11 @@ class FleetFrontend:
             f"a fleet frontend starts no workers: add {version.version_id} to the worker hosts' "
             "[[models]] and restart them",
         )
+
+    async def undeploy_version(self, version_id: str) -> None:
+        """Admin's RetireVersion in the fleet: worker hosts load READY versions only, so a retired
+        one is gone from each at its next restart; none is unloaded from a running one."""
+        log.info("version %s retired: worker hosts drop it at their next start", version_id)
 
     def close(self) -> None:
         self.tracer_provider.force_flush()

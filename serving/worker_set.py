@@ -105,6 +105,15 @@ class LocalWorkers:
             worker.versions.append((settings, version))
         self.deployments.append((settings, version))
 
+    def unload_everywhere(self, version_id: str) -> None:
+        """Unloads a version from every worker (blocking); not reloaded when a worker restarts."""
+        self.deployments = [(m, v) for m, v in self.deployments if v.version_id != version_id]
+        for worker in self.workers:
+            names = [v.triton_model_name for _, v in worker.versions if v.version_id == version_id]
+            worker.versions = [(m, v) for m, v in worker.versions if v.version_id != version_id]
+            for name in names:
+                worker.server.unload_model(name)
+
     def handles(self, inactivity_timeout_s: float | None) -> list[WorkerHandle]:
         """A pool entry per worker, with a client to its server."""
         return [

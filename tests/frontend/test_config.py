@@ -22,8 +22,12 @@ def test_default_config_serves_the_default_model_with_the_local_tenant() -> None
     assert (cfg.frontend.slow_consumer_timeout_s, cfg.frontend.converse_window_events) == (30.0, 256)
     assert (cfg.frontend.worker_inactivity_timeout_s, cfg.frontend.worker_probe_interval_s) == (10.0, 2.0)
     assert cfg.store.url == "sqlite:///var/control.sqlite"
-    assert cfg.models == (ModelSettings(),)
-    assert cfg.models[0].alias == "smollm2-135m"
+    # two versions of the default model, each under its own alias: fp32 and int4 weights
+    assert cfg.models == (ModelSettings(), ModelSettings(alias="smollm2-135m-int4", quantization="int4"))
+    assert [(m.alias, m.quantization) for m in cfg.models] == [
+        ("smollm2-135m", "none"),
+        ("smollm2-135m-int4", "int4"),
+    ]
     assert [(t.id, t.api_keys) for t in cfg.tenants] == [("local", ("local-dev-key",))]
 
 
