@@ -23,6 +23,7 @@ from frontend.handlers import HandlerInterceptor, Streaming, Unary, responses, r
 
 UNAUTHENTICATED_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 ADMIN_PREFIX = "/llm.v1.Admin/"
+FETCH_METHOD = "/llm.v1.Admin/FetchArtifactFile"  # also open to the fleet's worker key (fetch_keys)
 
 _current_tenant: contextvars.ContextVar[Tenant] = contextvars.ContextVar("tenant")
 _current_admin: contextvars.ContextVar[str] = contextvars.ContextVar("admin", default="admin")
@@ -54,8 +55,15 @@ class ApiKeyStore:
     """Key digests -> principals: the store's tenants (a cache, `replace`d when the catalog
     changes, frontend/catalog.py) and this frontend's admin keys (from its config)."""
 
-    def __init__(self, tenants: Iterable[TenantEntry] = (), admin_keys: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        tenants: Iterable[TenantEntry] = (),
+        admin_keys: Iterable[str] = (),
+        fetch_keys: Iterable[str] = (),
+    ) -> None:
+        """fetch_keys: keys that may call FetchArtifactFile only (worker hosts: [fleet] worker_key)."""
         self._admin = {_digest(key) for key in admin_keys}
+        self._fetch = {_digest(key) for key in fetch_keys if key}
         self._by_digest: dict[bytes, Tenant | None] = {}  # None: an admin key
         self.replace(tenants)
 
@@ -88,6 +96,16 @@ class ApiKeyStore:
         operator = "".join(c for c in headers.get(OPERATOR_HEADER, "")[:64] if c.isprintable()) or "admin"
         return f"{operator} (key {_digest(key).hex()[:8]})"
 
+    def authenticate_fetch(self, metadata: Iterable[tuple[str, Any]] | None) -> str:
+        """A worker host's fetch key passes as "worker"; anything else as `authenticate_admin`."""
+        header = next((v for k, v in metadata or () if k == "authorization"), None)
+        if isinstance(header, bytes):
+            header = header.decode(errors="replace")
+        key = str(header or "").partition(" ")[2].strip()
+        if key and any(hmac.compare_digest(d, _digest(key)) for d in self._fetch):
+            return "worker"
+        return self.authenticate_admin(metadata)
+
     def _principal(self, metadata: Iterable[tuple[str, Any]] | None) -> Tenant | None:
         header = next((v for k, v in metadata or () if k == "authorization"), None)
         if header is None:
@@ -113,7 +131,9 @@ class AuthInterceptor(HandlerInterceptor):
             return handler
         tenant: Tenant | ApiError | str
         try:
-            if details.method.startswith(ADMIN_PREFIX):
+            if details.method == FETCH_METHOD:
+                tenant = self._keys.authenticate_fetch(details.invocation_metadata)
+            elif details.method.startswith(ADMIN_PREFIX):
                 tenant = self._keys.authenticate_admin(details.invocation_metadata)
             else:
                 tenant = self._keys.authenticate(details.invocation_metadata)

@@ -70,7 +70,7 @@ class FleetFrontend:
         self.frontend_id = f"frontend-{socket.gethostname()[:48]}-{secrets.token_hex(4)}"
         self.registry = ModelRegistry()
         self.pool = WorkerPool()
-        self.keys = ApiKeyStore(admin_keys=cfg.frontend.admin_api_keys)
+        self.keys = ApiKeyStore(admin_keys=cfg.frontend.admin_api_keys, fetch_keys=(cfg.fleet.worker_key,))
         self.salts = fleet_salts(cfg.fleet.frontend_key)
         self.tracer_provider = tracer_provider(cfg.telemetry, span_processor)
         self.store: Store | None = None

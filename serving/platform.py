@@ -55,7 +55,7 @@ class Platform:
         self.work_dir = work if work.is_absolute() else ROOT / work
         self.registry = ModelRegistry()
         self.pool = WorkerPool()
-        self.keys = ApiKeyStore(admin_keys=cfg.frontend.admin_api_keys)
+        self.keys = ApiKeyStore(admin_keys=cfg.frontend.admin_api_keys, fetch_keys=(cfg.fleet.worker_key,))
         self.local = LocalWorkers(cfg, self.work_dir)
         self.frontend_id = f"platform-{secrets.token_hex(6)}"  # this launch, owner of what it admits
         self.store: Store | None = None

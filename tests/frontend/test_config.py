@@ -140,3 +140,21 @@ def test_the_fleet_examples_parse_and_carry_their_roles_secrets() -> None:
     require_fleet_keys(worker, "worker_key")
     assert frontend.fleet.worker_key == worker.fleet.worker_key
     assert frontend.store.url == worker.store.url and worker.worker.name == "cpu-a"
+
+
+def test_the_repository_section_sets_where_pushes_land_and_their_size_limit() -> None:
+    cfg = parse_config({"repository": {"path": "/srv/models", "max_push_bytes": 1024}})
+    assert (cfg.repository.path, cfg.repository.max_push_bytes) == ("/srv/models", 1024)
+    assert (parse_config({}).repository.path, parse_config({}).repository.max_push_bytes) == (
+        "var/models",
+        8 << 30,
+    )
+    for bad in (0, -1, 1.5, "big"):
+        with pytest.raises(ConfigError, match="max_push_bytes must be a positive integer"):
+            parse_config({"repository": {"max_push_bytes": bad}})
+    with pytest.raises(ConfigError, match="unknown key"):
+        parse_config({"repository": {"size": 1}})
+    assert (
+        parse_config({"fleet": {"repository_target": "10.0.0.5:50051"}}).fleet.repository_target
+        == "10.0.0.5:50051"
+    )
