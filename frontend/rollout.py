@@ -140,7 +140,13 @@ class Rollout:
     async def _complete(self, version_id: str, delete_files: bool, actor: str) -> None:
         while await asyncio.to_thread(self._active, version_id):
             await asyncio.sleep(self.poll_s)
-        await self.undeploy(version_id)
+        while True:
+            try:
+                await self.undeploy(version_id)
+                break
+            except Exception:  # a worker still unloading it, or unreachable: ask again
+                log.exception("unloading %s failed; trying again", version_id)
+                await asyncio.sleep(self.poll_s)
         uri = await asyncio.to_thread(self._finish, version_id, actor)
         self.registry.statuses[version_id] = str(V.RETIRED)
         folder, repository = Path(uri).resolve(), self.repository.resolve()

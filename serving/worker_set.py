@@ -114,11 +114,11 @@ class LocalWorkers:
     def unload_everywhere(self, version_id: str) -> None:
         """Unloads a version from every worker (blocking); not reloaded when a worker restarts."""
         self.deployments = [(m, v) for m, v in self.deployments if v.version_id != version_id]
+        name = version_id.replace("@", "--", 1)  # frontend/registry.py triton_model_name
         for worker in self.workers:
-            names = [v.triton_model_name for _, v in worker.versions if v.version_id == version_id]
             worker.versions = [(m, v) for m, v in worker.versions if v.version_id != version_id]
-            for name in names:
-                worker.server.unload_model(name)
+            if worker.server.repository_index().get(name) in ("LOADING", "READY", "UNLOADING"):
+                worker.server.unload_model(name)  # also after a failed try: waits until it is unloaded
 
     def handles(self, inactivity_timeout_s: float | None) -> list[WorkerHandle]:
         """A pool entry per worker, with a client to its server."""
