@@ -144,3 +144,45 @@ class InvalidRoute(ControlError):
 
     def __str__(self) -> str:
         return f"the route of {self.alias!r} needs at least one target, every weight positive"
+
+
+@dataclass(slots=True)
+class VersionRouted(ControlError):
+    """FAILED_PRECONDITION: a version an alias routes to cannot be retired."""
+
+    version_id: str
+    aliases: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"model version {self.version_id} is routed by {', '.join(self.aliases)}; re-route first"
+
+
+@dataclass(slots=True)
+class VersionNotServable(ControlError):
+    """FAILED_PRECONDITION: a retiring or retired version takes no new route and no new pin."""
+
+    version_id: str
+    status: str
+
+    def __str__(self) -> str:
+        return f"model version {self.version_id} is {self.status}"
+
+
+@dataclass(slots=True)
+class NoPreviousRoute(ControlError):
+    """FAILED_PRECONDITION: the alias has no recorded route to roll back to."""
+
+    alias: str
+
+    def __str__(self) -> str:
+        return f"alias {self.alias!r} has no previous route to roll back to"
+
+
+@dataclass(slots=True)
+class CanaryAmbiguous(ControlError):
+    """INVALID_ARGUMENT: promote names no version and the route has no single canary leg."""
+
+    alias: str
+
+    def __str__(self) -> str:
+        return f"the route of {self.alias!r} has no single canary: name the version to promote"

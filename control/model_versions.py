@@ -18,7 +18,13 @@ from datetime import datetime
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from control.errors import InvalidAlias, InvalidRoute, ModelVersionConflict, UnknownModelVersion
+from control.errors import (
+    InvalidAlias,
+    InvalidRoute,
+    ModelVersionConflict,
+    UnknownModelVersion,
+    VersionNotServable,
+)
 from control.models import AliasRoute, ModelVersion, ModelVersionStatus, RouteOrigin
 from control.revision import bump_revision
 
@@ -129,12 +135,17 @@ def set_alias_route(
     origin: RouteOrigin = RouteOrigin.ADMIN,
 ) -> None:
     """Replaces the alias' route with `weights` (version id -> relative share > 0), written by
-    `origin`. `InvalidAlias`, `InvalidRoute`, or `UnknownModelVersion` for a version not registered."""
+    `origin`. `InvalidAlias`, `InvalidRoute`, `UnknownModelVersion` for a version not registered,
+    `VersionNotServable` for one retiring or retired."""
     check_route(alias, weights)
-    known = set(session.scalars(select(ModelVersion.id).where(ModelVersion.id.in_(weights))))
-    missing = sorted(set(weights) - known)
+    rows = session.execute(select(ModelVersion.id, ModelVersion.status).where(ModelVersion.id.in_(weights)))
+    known = {version_id: status for version_id, status in rows}
+    missing = sorted(set(weights) - set(known))
     if missing:
         raise UnknownModelVersion(missing[0])
+    for version_id, status in sorted(known.items()):
+        if status in (ModelVersionStatus.DRAINING, ModelVersionStatus.RETIRED):
+            raise VersionNotServable(version_id, str(status))
     session.execute(delete(AliasRoute).where(AliasRoute.alias == alias))
     session.add_all(
         AliasRoute(alias=alias, model_version_id=v, weight=w, origin=origin)

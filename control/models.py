@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from datetime import datetime
 
-from sqlalchemy import BigInteger, Enum, ForeignKey, Index, String, UniqueConstraint, false
+from sqlalchemy import BigInteger, Enum, ForeignKey, Index, Integer, String, Text, UniqueConstraint, false
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from control.states import GenerationState
@@ -221,3 +221,19 @@ class CatalogRevision(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     revision: Mapped[int] = mapped_column(BigInteger)
     updated_at: Mapped[datetime]
+
+
+class ModelChange(Base):
+    """One recorded catalog change: who made it, when, and an alias route before and after it
+    (JSON {version id: weight}); RollbackAlias restores the `route_before` of an alias' last change."""
+
+    __tablename__ = "model_changes"
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    at: Mapped[datetime] = mapped_column(index=True)
+    actor: Mapped[str] = mapped_column(String(200))  # "config", or operator and admin key fingerprint
+    action: Mapped[str] = mapped_column(String(16))  # PUSH, REGISTER, SET_ROUTE, PROMOTE, ROLLBACK, RETIRE...
+    alias: Mapped[str | None] = mapped_column(ID, index=True)
+    model_version_id: Mapped[str | None] = mapped_column(String(200))
+    route_before: Mapped[str | None] = mapped_column(Text)  # JSON {version id: weight}; None: no route change
+    route_after: Mapped[str | None] = mapped_column(Text)

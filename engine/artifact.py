@@ -40,6 +40,7 @@ class Manifest:
     context_length: int  # maximum prompt + output tokens
     source: dict[str, str]  # provenance (package, file, sha256 of the source)
     quantization: str = "none"  # weight-only scheme: "none", "int8" or "int4" (engine/quant.py)
+    sizes: dict[str, int] | None = None  # file name -> bytes (`llmctl build` writes them; a push needs them)
 
     @property
     def version_id(self) -> str:
@@ -47,6 +48,7 @@ class Manifest:
         return f"{self.name}@{self.version}"
 
     def to_json(self) -> str:
+        sizes = {} if self.sizes is None else {"sizes": dict(sorted(self.sizes.items()))}
         return json.dumps(
             {
                 "format": FORMAT,
@@ -57,6 +59,7 @@ class Manifest:
                 "files": dict(sorted(self.files.items())),
                 "source": self.source,
                 "quantization": self.quantization,
+                **sizes,
             },
             indent=2,
         )
@@ -106,22 +109,34 @@ def derive_compatibility_key(architecture: str, files: dict[str, str], quantizat
 def read_manifest(artifact_dir: Path) -> Manifest:
     path = artifact_dir / MANIFEST
     try:
-        raw = json.loads(path.read_text())
+        return parse_manifest(path.read_bytes(), str(path))
     except FileNotFoundError as e:
         raise ArtifactIntegrityError(f"no manifest at {path}") from e
-    except json.JSONDecodeError as e:
-        raise ArtifactIntegrityError(f"manifest {path} is not valid JSON") from e
-    if raw.get("format") != FORMAT:
-        raise ArtifactIntegrityError(f"manifest {path} has unsupported format {raw.get('format')!r}")
-    return Manifest(
-        name=str(raw["name"]),
-        version=str(raw["version"]),
-        compatibility_key=str(raw["compatibility_key"]),
-        files={str(k): str(v) for k, v in raw["files"].items()},
-        context_length=int(raw["context_length"]),
-        source={str(k): str(v) for k, v in raw.get("source", {}).items()},
-        quantization=str(raw.get("quantization", "none")),
-    )
+
+
+def parse_manifest(data: bytes, where: str = "manifest") -> Manifest:
+    """The manifest in `data` (manifest.json's bytes); ArtifactIntegrityError when it is malformed."""
+    try:
+        raw = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ArtifactIntegrityError(f"{where} is not valid JSON") from e
+    if not isinstance(raw, dict) or raw.get("format") != FORMAT:
+        found = raw.get("format") if isinstance(raw, dict) else None
+        raise ArtifactIntegrityError(f"{where} has unsupported format {found!r}")
+    try:
+        sizes = raw.get("sizes")
+        return Manifest(
+            name=str(raw["name"]),
+            version=str(raw["version"]),
+            compatibility_key=str(raw["compatibility_key"]),
+            files={str(k): str(v) for k, v in raw["files"].items()},
+            context_length=int(raw["context_length"]),
+            source={str(k): str(v) for k, v in raw.get("source", {}).items()},
+            quantization=str(raw.get("quantization", "none")),
+            sizes=None if sizes is None else {str(k): int(v) for k, v in sizes.items()},
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise ArtifactIntegrityError(f"{where} is missing or has a malformed field: {e}") from e
 
 
 def verify(artifact_dir: Path) -> Manifest:
@@ -137,6 +152,10 @@ def verify(artifact_dir: Path) -> Manifest:
         path = artifact_dir / name
         if not path.is_file():
             raise ArtifactIntegrityError(f"{artifact_dir}: {name} is missing")
+        size = path.stat().st_size
+        if manifest.sizes is not None and size != manifest.sizes.get(name):
+            want = manifest.sizes.get(name)
+            raise ArtifactIntegrityError(f"{artifact_dir}: {name} has {size} bytes, manifest says {want}")
         actual = _checked.sha256(path)
         if actual != expected:
             raise ArtifactIntegrityError(

@@ -7,6 +7,12 @@ SetAliasRoute         points an alias at versions with canary weights; generatio
 DrainWorker           the worker takes no new generations (its active ones finish) until
 UndrainWorker         routes to it again
 ListWorkers           the worker pool as this frontend sees it
+PushModelVersion      an artifact uploaded, verified and moved into the repository, then loaded
+FetchArtifactFile     a repository file from an offset (frontend/artifact_calls.py)
+PromoteVersion        alias -> one version at 100%
+RollbackAlias         alias -> its route before its last change
+RetireVersion         DRAINING (no new pins), then unloaded and RETIRED (frontend/rollout.py)
+ListModelChanges      the record of catalog changes: who, when, what
 
 Every change commits to the control store first (it survives restarts and reaches the other
 frontends through the catalog revision), then updates this frontend's caches.
@@ -16,16 +22,21 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import grpc
 
+from control.rollout import Change
 from engine.artifact import ArtifactIntegrityError
+from frontend.artifact_calls import ArtifactCalls
+from frontend.auth import current_admin
 from frontend.calls import route_message, version_message
 from frontend.catalog import CatalogCache
 from frontend.errors import ApiError, invalid_argument
+from frontend.push import Repository
 from frontend.registry import ModelRegistry, ServedVersion, load_version
+from frontend.rollout import Rollout
 from frontend.worker_pool import WorkerHandle, WorkerPool, ready_workers
 from llm.v1 import admin_pb2, admin_pb2_grpc, models_pb2
 
@@ -39,6 +50,8 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         pool: WorkerPool,
         catalog: CatalogCache,
         deploy: Deploy,
+        rollout: Rollout,
+        repository: Repository,
         pump: Callable[[], None] = lambda: None,
     ) -> None:
         """catalog: writes to the store, then to the caches. pump: wakes generations waiting for
@@ -47,16 +60,21 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         self.pool = pool
         self.catalog = catalog
         self.deploy = deploy
+        self.rollout = rollout
         self.pump = pump
         self._deploying = asyncio.Lock()
+        self.artifacts = ArtifactCalls(repository, registry, pool, rollout, self._deploy_once)
+
+    async def _deploy_once(self, version: ServedVersion) -> None:
+        async with self._deploying:
+            if version.version_id not in self.registry.versions:
+                await self.deploy(version)
 
     async def RegisterModelVersion(
         self, request: admin_pb2.RegisterModelVersionRequest, context: grpc.aio.ServicerContext
     ) -> models_pb2.ModelVersion:
         version = await asyncio.to_thread(verified_artifact, request)
-        async with self._deploying:
-            if version.version_id not in self.registry.versions:
-                await self.deploy(version)
+        await self._deploy_once(version)
         return version_message(version, await ready_workers(self.pool, version))
 
     async def SetAliasRoute(
@@ -66,8 +84,50 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         weights: dict[str, float] = {}
         for t in route.targets:
             weights[t.version_id] = weights.get(t.version_id, 0.0) + t.weight
-        await asyncio.to_thread(self.catalog.set_route, route.alias, weights)
+        await asyncio.to_thread(self.rollout.set_route, route.alias, weights, current_admin())
         return route_message(route.alias, self.registry.routes[route.alias])
+
+    async def PushModelVersion(
+        self,
+        request_iterator: AsyncIterator[admin_pb2.PushModelVersionRequest],
+        context: grpc.aio.ServicerContext,
+    ) -> admin_pb2.PushModelVersionResponse:
+        return await self.artifacts.push(request_iterator)
+
+    async def FetchArtifactFile(
+        self, request: admin_pb2.FetchArtifactFileRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[admin_pb2.ArtifactChunk]:
+        async for chunk in self.artifacts.fetch(request):
+            yield chunk
+
+    async def PromoteVersion(
+        self, request: admin_pb2.PromoteVersionRequest, context: grpc.aio.ServicerContext
+    ) -> models_pb2.AliasRoute:
+        route = await asyncio.to_thread(
+            self.rollout.promote, request.alias, request.version_id, current_admin()
+        )
+        return route_message(request.alias, route)
+
+    async def RollbackAlias(
+        self, request: admin_pb2.RollbackAliasRequest, context: grpc.aio.ServicerContext
+    ) -> models_pb2.AliasRoute:
+        route = await asyncio.to_thread(self.rollout.rollback, request.alias, current_admin())
+        return route_message(request.alias, route)
+
+    async def RetireVersion(
+        self, request: admin_pb2.RetireVersionRequest, context: grpc.aio.ServicerContext
+    ) -> models_pb2.ModelVersion:
+        status = await self.rollout.retire(request.version_id, request.delete_files, current_admin())
+        version = self.registry.versions.get(request.version_id)
+        if version is None:  # known to the store, not loaded here
+            return models_pb2.ModelVersion(id=request.version_id, status=str(status))
+        return version_message(version, await ready_workers(self.pool, version), str(status))
+
+    async def ListModelChanges(
+        self, request: admin_pb2.ListModelChangesRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.ListModelChangesResponse:
+        changes = await asyncio.to_thread(self.rollout.changes, min(request.limit or 100, 1000))
+        return admin_pb2.ListModelChangesResponse(changes=[change_message(c) for c in changes])
 
     async def DrainWorker(
         self, request: admin_pb2.DrainWorkerRequest, context: grpc.aio.ServicerContext
@@ -92,6 +152,18 @@ class AdminService(admin_pb2_grpc.AdminServicer):
     ) -> admin_pb2.ListWorkersResponse:
         workers = sorted(self.pool.workers.values(), key=lambda w: w.worker_id)
         return admin_pb2.ListWorkersResponse(workers=[worker_message(w) for w in workers])
+
+
+def change_message(c: Change) -> admin_pb2.ModelChange:
+    return admin_pb2.ModelChange(
+        at_unix_ms=int(c.at.timestamp() * 1000),
+        actor=c.actor,
+        action=c.action,
+        alias=c.alias or "",
+        version_id=c.version_id or "",
+        before=route_message(c.alias or "", c.before) if c.before is not None else None,
+        after=route_message(c.alias or "", c.after) if c.after is not None else None,
+    )
 
 
 def worker_message(w: WorkerHandle) -> admin_pb2.Worker:

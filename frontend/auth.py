@@ -23,8 +23,11 @@ from frontend.handlers import HandlerInterceptor, Streaming, Unary, responses, r
 
 UNAUTHENTICATED_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 ADMIN_PREFIX = "/llm.v1.Admin/"
+FETCH_METHOD = "/llm.v1.Admin/FetchArtifactFile"  # also open to the fleet's worker key (fetch_keys)
 
 _current_tenant: contextvars.ContextVar[Tenant] = contextvars.ContextVar("tenant")
+_current_admin: contextvars.ContextVar[str] = contextvars.ContextVar("admin", default="admin")
+OPERATOR_HEADER = "x-operator"  # who is at the keyboard, recorded with Admin changes (llmctl sends $USER)
 
 
 @dataclass(slots=True, frozen=True)
@@ -38,6 +41,12 @@ def current_tenant() -> Tenant:
     return _current_tenant.get()
 
 
+def current_admin() -> str:
+    """Who makes the running Admin call: "<operator> (key <fingerprint>)", the operator from the
+    `x-operator` metadata (else "admin"), the fingerprint the first 8 hex digits of the key's sha256."""
+    return _current_admin.get()
+
+
 def _digest(key: str) -> bytes:
     return hashlib.sha256(key.encode()).digest()
 
@@ -46,8 +55,15 @@ class ApiKeyStore:
     """Key digests -> principals: the store's tenants (a cache, `replace`d when the catalog
     changes, frontend/catalog.py) and this frontend's admin keys (from its config)."""
 
-    def __init__(self, tenants: Iterable[TenantEntry] = (), admin_keys: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        tenants: Iterable[TenantEntry] = (),
+        admin_keys: Iterable[str] = (),
+        fetch_keys: Iterable[str] = (),
+    ) -> None:
+        """fetch_keys: keys that may call FetchArtifactFile only (worker hosts: [fleet] worker_key)."""
         self._admin = {_digest(key) for key in admin_keys}
+        self._fetch = {_digest(key) for key in fetch_keys if key}
         self._by_digest: dict[bytes, Tenant | None] = {}  # None: an admin key
         self.replace(tenants)
 
@@ -67,12 +83,28 @@ class ApiKeyStore:
             )
         return principal
 
-    def authenticate_admin(self, metadata: Iterable[tuple[str, Any]] | None) -> None:
-        """Passes for an admin key; PERMISSION_DENIED for a tenant's key."""
+    def authenticate_admin(self, metadata: Iterable[tuple[str, Any]] | None) -> str:
+        """The admin's name (see `current_admin`) for an admin key; PERMISSION_DENIED for a tenant's key."""
         if self._principal(metadata) is not None:
             raise ApiError(
                 grpc.StatusCode.PERMISSION_DENIED, "ADMIN_REQUIRED", "this call needs an admin key"
             )
+        headers = {
+            k: v.decode(errors="replace") if isinstance(v, bytes) else str(v) for k, v in metadata or ()
+        }
+        key = headers["authorization"].partition(" ")[2].strip()
+        operator = "".join(c for c in headers.get(OPERATOR_HEADER, "")[:64] if c.isprintable()) or "admin"
+        return f"{operator} (key {_digest(key).hex()[:8]})"
+
+    def authenticate_fetch(self, metadata: Iterable[tuple[str, Any]] | None) -> str:
+        """A worker host's fetch key passes as "worker"; anything else as `authenticate_admin`."""
+        header = next((v for k, v in metadata or () if k == "authorization"), None)
+        if isinstance(header, bytes):
+            header = header.decode(errors="replace")
+        key = str(header or "").partition(" ")[2].strip()
+        if key and any(hmac.compare_digest(d, _digest(key)) for d in self._fetch):
+            return "worker"
+        return self.authenticate_admin(metadata)
 
     def _principal(self, metadata: Iterable[tuple[str, Any]] | None) -> Tenant | None:
         header = next((v for k, v in metadata or () if k == "authorization"), None)
@@ -97,10 +129,12 @@ class AuthInterceptor(HandlerInterceptor):
     def wrap(self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
         if details.method.startswith(UNAUTHENTICATED_PREFIXES):
             return handler
-        tenant: Tenant | ApiError | None = None
+        tenant: Tenant | ApiError | str
         try:
-            if details.method.startswith(ADMIN_PREFIX):
-                self._keys.authenticate_admin(details.invocation_metadata)
+            if details.method == FETCH_METHOD:
+                tenant = self._keys.authenticate_fetch(details.invocation_metadata)
+            elif details.method.startswith(ADMIN_PREFIX):
+                tenant = self._keys.authenticate_admin(details.invocation_metadata)
             else:
                 tenant = self._keys.authenticate(details.invocation_metadata)
         except ApiError as e:
@@ -108,15 +142,17 @@ class AuthInterceptor(HandlerInterceptor):
         return _wrap(handler, tenant)
 
 
-def _wrap(handler: grpc.RpcMethodHandler, tenant: Tenant | ApiError | None) -> grpc.RpcMethodHandler:
-    """The same handler, run with the tenant set (None: an admin call), or refused: the ApiError is
-    raised inside the handler, where frontend/error_map.py turns it into the status."""
+def _wrap(handler: grpc.RpcMethodHandler, tenant: Tenant | ApiError | str) -> grpc.RpcMethodHandler:
+    """The same handler, run with the tenant set (a str: an admin call, by that admin), or refused:
+    the ApiError is raised inside the handler, where frontend/error_map.py turns it into the status."""
 
     def enter() -> None:
         if isinstance(tenant, ApiError):
             raise tenant
         if isinstance(tenant, Tenant):
             _current_tenant.set(tenant)
+        else:
+            _current_admin.set(tenant)
 
     def unary(inner: Unary) -> Unary:
         async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:

@@ -166,7 +166,9 @@ class GenerationCalls:
 # --- models -------------------------------------------------------------------------------------
 
 
-def version_message(version: ServedVersion, ready_workers: int) -> models_pb2.ModelVersion:
+def version_message(
+    version: ServedVersion, ready_workers: int, status: str = "READY"
+) -> models_pb2.ModelVersion:
     m = version.manifest
     return models_pb2.ModelVersion(
         name=m.name,
@@ -180,6 +182,8 @@ def version_message(version: ServedVersion, ready_workers: int) -> models_pb2.Mo
         tokenizer_sha256=m.files["tokenizer.json"],
         template_sha256=m.files["chat_template.jinja"],
         quantization=m.quantization,
+        status=status,
+        size_bytes=version.size_bytes,
     )
 
 
@@ -190,7 +194,8 @@ def route_message(alias: str, route: dict[str, float]) -> models_pb2.AliasRoute:
 
 async def list_models(registry: ModelRegistry, pool: WorkerPool) -> models_pb2.ListModelsResponse:
     versions = [
-        version_message(version, await ready_workers(pool, version)) for version in registry.versions.values()
+        version_message(version, await ready_workers(pool, version), registry.status(version.version_id))
+        for version in registry.versions.values()
     ]
     aliases = [route_message(a, r) for a, r in sorted(registry.routes.items())]
     return models_pb2.ListModelsResponse(versions=versions, aliases=aliases)

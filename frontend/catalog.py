@@ -10,7 +10,8 @@
                      whenever the store's catalog revision moves (polled every `refresh_s`; a
                      counter rather than LISTEN/NOTIFY works on SQLite too, see control/revision.py)
 
-Admin writes commit to the store first, then update the cache (frontend/admin.py).
+Admin writes commit to the store first, then update the cache (frontend/admin.py; route changes,
+promotions, rollbacks and retirements through frontend/rollout.py, which records each).
 """
 
 from __future__ import annotations
@@ -28,16 +29,17 @@ from control.model_versions import (
     all_routes,
     register_version,
     route_origin,
-    set_alias_route,
     set_version_status,
     versions_with_status,
 )
 from control.models import ModelVersionStatus, RouteOrigin
 from control.revision import current_revision
+from control.rollout import change_route, version_statuses
 from control.tenants import TenantEntry, TenantSpec, tenant_directory, upsert_tenant
 from control.workers import draining_workers, set_worker_draining
 from datastore.locks import exclusive
 from datastore.store import Store
+from engine.artifact import Manifest
 from frontend.auth import ApiKeyStore
 from frontend.background import Background
 from frontend.registry import ModelRegistry, ServedVersion
@@ -61,7 +63,10 @@ def store_url(url: str) -> str:
 
 
 def version_spec(version: ServedVersion) -> VersionSpec:
-    m = version.manifest
+    return manifest_spec(version.manifest, version.artifact_dir)
+
+
+def manifest_spec(m: Manifest, artifact_dir: Path) -> VersionSpec:
     return VersionSpec(
         name=m.name,
         version=m.version,
@@ -69,7 +74,7 @@ def version_spec(version: ServedVersion) -> VersionSpec:
         tokenizer_sha256=m.files["tokenizer.json"],
         template_sha256=m.files["chat_template.jinja"],
         compatibility_key=m.compatibility_key,
-        artifact_uri=str(version.artifact_dir),
+        artifact_uri=str(artifact_dir),
     )
 
 
@@ -93,7 +98,8 @@ def seed_catalog(
                 log.info("alias %s keeps the route set through Admin (not the config's)", alias)
                 continue
             if alias_routes(s, alias) != {version.version_id: 100.0}:
-                set_alias_route(s, alias, {version.version_id: 100.0}, now=now, origin=RouteOrigin.CONFIG)
+                route = {version.version_id: 100.0}
+                change_route(s, alias, route, actor="config", now=now, origin=RouteOrigin.CONFIG)
 
 
 def served_versions(store: Store) -> list[tuple[str, Path]]:
@@ -118,6 +124,7 @@ class CatalogSnapshot:
     tenants: tuple[TenantEntry, ...]
     routes: dict[str, dict[str, float]]
     draining: frozenset[str]  # worker ids
+    statuses: dict[str, str]  # version id -> REGISTERED, READY, DRAINING or RETIRED
 
 
 def read_catalog(store: Store) -> CatalogSnapshot:
@@ -127,6 +134,7 @@ def read_catalog(store: Store) -> CatalogSnapshot:
             tenants=tuple(tenant_directory(s)),
             routes=all_routes(s),
             draining=draining_workers(s),
+            statuses={v: str(status) for v, status in version_statuses(s).items()},
         )
 
 
@@ -148,6 +156,7 @@ class CatalogCache:
 
     def apply(self, snapshot: CatalogSnapshot) -> None:
         self.registry.routes = {alias: dict(route) for alias, route in snapshot.routes.items()}
+        self.registry.statuses = dict(snapshot.statuses)
         self.keys.replace(snapshot.tenants)
         for worker in self.pool.workers.values():
             worker.draining = worker.worker_id in snapshot.draining
@@ -170,14 +179,6 @@ class CatalogCache:
         return read_catalog(self.store)
 
     # --- Admin's writes: the store first, then this cache ------------------------------------
-
-    def set_route(self, alias: str, weights: dict[str, float]) -> None:
-        """Records the alias' route (control's errors for a bad alias, route or version), then
-        routes by it here (blocking: a store transaction)."""
-        with self.store.transaction() as s:
-            exclusive(s, CATALOG_WRITES)
-            set_alias_route(s, alias, weights, now=datetime.now(UTC))
-        self.registry.routes[alias] = dict(weights)
 
     def set_draining(self, worker_id: str, draining: bool) -> bool:
         """Records a worker's drain flag, then applies it here; False for an unknown worker."""

@@ -5,6 +5,7 @@ llmctl generate --chat "Hi there" --json
 llmctl models
 llmctl workers                       (Admin: needs --admin-key)
 llmctl drain myhost-8001             (Admin; a worker id as `llmctl workers` lists it)
+llmctl build | push | promote | rollback | retire | history   (model roll-out: frontend/cli_rollout.py)
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from google.protobuf import json_format
 from grpc_status import rpc_status
 from llm_platform import ApiError, Client, Delta, Finished
 
+from frontend import cli_rollout
 from frontend.config import LOCAL_ADMIN_KEY, LOCAL_API_KEY
 from frontend.errors import error_info
 from llm.v1 import admin_pb2, admin_pb2_grpc, models_pb2, models_pb2_grpc
@@ -62,7 +64,8 @@ def _models(args: argparse.Namespace, channel: grpc.Channel) -> int:
         print(json_format.MessageToJson(resp))
         return 0
     for v in resp.versions:
-        print(f"{v.id}\tcontext={v.context_length}\tready={v.ready}")
+        size = f"{v.size_bytes / (1 << 20):.0f}MiB"
+        print(f"{v.id}\t{v.status}\t{v.quantization}\t{size}\tcontext={v.context_length}\tready={v.ready}")
     for a in resp.aliases:
         print(f"{a.alias} -> " + ", ".join(f"{t.version_id} ({t.weight})" for t in a.targets))
     return 0
@@ -85,7 +88,13 @@ def _workers(args: argparse.Namespace, channel: grpc.Channel) -> int:
     return 0
 
 
-COMMANDS = {"generate": _generate, "models": _models, "workers": _workers, "drain": _workers}
+COMMANDS = {
+    "generate": _generate,
+    "models": _models,
+    "workers": _workers,
+    "drain": _workers,
+    **cli_rollout.COMMANDS,
+}
 
 
 def open_channel(args: argparse.Namespace) -> grpc.Channel:
@@ -126,7 +135,10 @@ def main(argv: list[str] | None = None) -> int:
     drain = sub.add_parser("drain", help="stop routing new generations to a worker (Admin)")
     drain.add_argument("worker_id")
     drain.add_argument("--json", action="store_true")
+    cli_rollout.add_parsers(sub)
     args = parser.parse_args(argv)
+    if args.command == "build":  # on this machine, no server
+        return cli_rollout.build(args, None)
     with open_channel(args) as channel:
         try:
             return COMMANDS[args.command](args, channel)

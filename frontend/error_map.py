@@ -19,6 +19,7 @@ from billing.errors import InvalidUsageReport, QuotaExceeded, UsageNotDurable
 from control.errors import (
     ApiKeyConflict,
     AttemptEnded,
+    CanaryAmbiguous,
     CancelRequested,
     GenerationNotFound,
     IllegalTransition,
@@ -27,13 +28,17 @@ from control.errors import (
     LeaseExpired,
     LeaseHeld,
     ModelVersionConflict,
+    NoPreviousRoute,
     RequestIdConflict,
     StaleEpoch,
     UnknownModelVersion,
+    VersionNotServable,
+    VersionRouted,
 )
 from engine.artifact import ArtifactIntegrityError
 from frontend.errors import ApiError, cursor_expired, invalid_argument, store_unavailable
 from frontend.handlers import MALFORMED, HandlerInterceptor, Streaming, Unary, responses, rewrap, tolerant
+from frontend.push import PushConflict, PushRefused, PushTooLarge
 from frontend.stream_log import CursorExpired
 from frontend.tokenization import TemplateError
 
@@ -93,6 +98,12 @@ TABLE: dict[type[Exception], Callable[[Any], ApiError]] = {
     ApiKeyConflict: lambda e: ApiError(Code.ALREADY_EXISTS, "API_KEY_CONFLICT", str(e)),
     InvalidAlias: lambda e: invalid_argument("INVALID_ALIAS", str(e)),
     InvalidRoute: lambda e: invalid_argument("INVALID_ROUTE", str(e)),
+    VersionRouted: lambda e: ApiError(
+        Code.FAILED_PRECONDITION, "VERSION_ROUTED", str(e), {"aliases": ",".join(e.aliases)[:500]}
+    ),
+    VersionNotServable: lambda e: ApiError(Code.FAILED_PRECONDITION, "VERSION_NOT_SERVABLE", str(e)),
+    NoPreviousRoute: lambda e: ApiError(Code.FAILED_PRECONDITION, "NO_PREVIOUS_ROUTE", str(e)),
+    CanaryAmbiguous: lambda e: invalid_argument("VERSION_REQUIRED", str(e)),
     # billing
     QuotaExceeded: _quota,
     InvalidUsageReport: lambda e: ApiError(Code.INTERNAL, "INVALID_USAGE_REPORT", "internal error"),
@@ -106,6 +117,10 @@ TABLE: dict[type[Exception], Callable[[Any], ApiError]] = {
     # frontend and engine
     TemplateError: lambda e: invalid_argument("TEMPLATE_ERROR", str(e)[:500]),
     CursorExpired: lambda e: cursor_expired(e.generation_id),
+    # pushes (frontend/push.py): a refused one left nothing in the repository
+    PushRefused: lambda e: invalid_argument(e.reason, str(e)[:500]),
+    PushTooLarge: lambda e: ApiError(Code.RESOURCE_EXHAUSTED, e.reason, str(e)[:500]),
+    PushConflict: lambda e: ApiError(Code.ALREADY_EXISTS, e.reason, str(e)[:500]),
     ArtifactIntegrityError: lambda e: ApiError(
         Code.FAILED_PRECONDITION, "ARTIFACT_INVALID", f"the artifact failed verification: {str(e)[:500]}"
     ),

@@ -13,9 +13,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import grpc
+
 from control.model_versions import pick_target
 from engine.artifact import Manifest, verify
-from frontend.errors import invalid_argument
+from frontend.errors import ApiError, invalid_argument
 from frontend.tokenization import ModelTokenizer
 
 
@@ -34,6 +36,16 @@ class ServedVersion:
     @property
     def context_length(self) -> int:
         return self.manifest.context_length
+
+    @property
+    def size_bytes(self) -> int:
+        """The artifact's files together (from the manifest; older manifests: from the files)."""
+        if self.manifest.sizes is not None:
+            return sum(self.manifest.sizes.values())
+        try:
+            return sum((self.artifact_dir / name).stat().st_size for name in self.manifest.files)
+        except OSError:  # its files were deleted at retirement
+            return 0
 
 
 def triton_model_name(manifest: Manifest) -> str:
@@ -62,6 +74,7 @@ class ModelRegistry:
     def __init__(self) -> None:
         self.versions: dict[str, ServedVersion] = {}
         self.routes: dict[str, dict[str, float]] = {}  # alias -> {version id: canary weight}
+        self.statuses: dict[str, str] = {}  # version id -> its status in the store (absent: READY)
 
     @property
     def aliases(self) -> dict[str, str]:
@@ -77,14 +90,24 @@ class ModelRegistry:
         An alias with several weighted targets picks one of those loaded here by a hash of `key`
         (tenant and request id), so a retry of the same request pins the same version."""
         route = self.routes.get(model)
-        if route is None:
-            version = self.versions.get(model)
-        else:
+        version_id: str | None = model
+        if route is not None:
             loaded = {v: w for v, w in route.items() if v in self.versions}
-            version = self.versions[pick_target(loaded, _draw(key))] if loaded else None
-        if version is None:
+            version_id = pick_target(loaded, _draw(key)) if loaded else None
+        version = self.versions.get(version_id) if version_id is not None else None
+        if version_id is None or version is None:
             raise invalid_argument("UNKNOWN_MODEL", f"unknown model {model[:128]!r}", model=model[:128])
+        status = self.status(version_id)
+        if status in ("DRAINING", "RETIRED"):  # retiring or retired: no new pins
+            raise ApiError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "VERSION_NOT_SERVABLE",
+                f"model version {version_id} is {status}",
+            )
         return version
+
+    def status(self, version_id: str) -> str:
+        return self.statuses.get(version_id, "READY")
 
 
 def _draw(key: str) -> float:

@@ -99,9 +99,15 @@ def convert(gguf: Path, out_dir: Path, name: str) -> Manifest:
             "file": gguf.name,
             "sha256": sha256_file(gguf),
         },
+        sizes=file_sizes(out_dir, files),
     )
     (out_dir / "manifest.json").write_text(manifest.to_json())
     return manifest
+
+
+def file_sizes(folder: Path, files: dict[str, str]) -> dict[str, int]:
+    """Bytes of each listed file (the manifest's `sizes`: a push checks them)."""
+    return {name: (folder / name).stat().st_size for name in files}
 
 
 def quantize_artifact(base: Path, out_dir: Path, scheme: str) -> Manifest:
@@ -122,6 +128,7 @@ def quantize_artifact(base: Path, out_dir: Path, scheme: str) -> Manifest:
         context_length=base_manifest.context_length,
         source={**base_manifest.source, "quantized_from": base_manifest.version_id},
         quantization=scheme,
+        sizes=file_sizes(out_dir, files),
     )
     (out_dir / "manifest.json").write_text(manifest.to_json())
     return manifest

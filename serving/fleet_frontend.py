@@ -70,7 +70,7 @@ class FleetFrontend:
         self.frontend_id = f"frontend-{socket.gethostname()[:48]}-{secrets.token_hex(4)}"
         self.registry = ModelRegistry()
         self.pool = WorkerPool()
-        self.keys = ApiKeyStore(admin_keys=cfg.frontend.admin_api_keys)
+        self.keys = ApiKeyStore(admin_keys=cfg.frontend.admin_api_keys, fetch_keys=(cfg.fleet.worker_key,))
         self.salts = fleet_salts(cfg.fleet.frontend_key)
         self.tracer_provider = tracer_provider(cfg.telemetry, span_processor)
         self.store: Store | None = None
@@ -140,6 +140,7 @@ class FleetFrontend:
             self.tracer_provider,
             self.frontend_id,
             self.deploy_version,
+            self.undeploy_version,
         )
         forwarding = Forwarding(self.store, self.frontend_id, relay)
         http_at = cfg.http.listen if http_listen is None else http_listen
@@ -186,6 +187,11 @@ class FleetFrontend:
             f"a fleet frontend starts no workers: add {version.version_id} to the worker hosts' "
             "[[models]] and restart them",
         )
+
+    async def undeploy_version(self, version_id: str) -> None:
+        """Admin's RetireVersion in the fleet: worker hosts load READY versions only, so a retired
+        one is gone from each at its next restart; none is unloaded from a running one."""
+        log.info("version %s retired: worker hosts drop it at their next start", version_id)
 
     def close(self) -> None:
         self.tracer_provider.force_flush()

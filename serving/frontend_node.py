@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 import grpc
 from opentelemetry.sdk.trace import TracerProvider
@@ -33,13 +34,22 @@ from frontend.config import PlatformConfig
 from frontend.generations import GatewaySettings, GenerationManager
 from frontend.http.server import http_server
 from frontend.metrics import FrontendMetrics
+from frontend.push import Repository
 from frontend.registry import ModelRegistry
 from frontend.relay_client import Forwarding
+from frontend.rollout import Rollout, Undeploy
 from frontend.routing import Dispatcher
 from frontend.server import frontend_server
 from frontend.worker_pool import WorkerPool
 
+ROOT = Path(__file__).resolve().parent.parent
 log = logging.getLogger(__name__)
+
+
+def repository_root(cfg: PlatformConfig) -> Path:
+    """[repository] path; a relative one is relative to the repository root."""
+    path = Path(cfg.repository.path)
+    return path if path.is_absolute() else ROOT / path
 
 
 @dataclass(slots=True)
@@ -56,6 +66,7 @@ class FrontendParts:
     tracer_provider: TracerProvider
     frontend_id: str  # recorded as the owner of the generations it admits
     deploy: Deploy  # Admin's RegisterModelVersion: loads a verified version on the workers
+    undeploy: Undeploy  # Admin's RetireVersion: unloads a version (by id) from the workers
 
 
 @dataclass(slots=True)
@@ -68,6 +79,7 @@ class RunningFrontend:
     metrics: FrontendMetrics
     calls: FrontendCalls
     meter: StoreMeter  # what this frontend asks of the store
+    rollout: Rollout  # Admin's roll-out: promotions, rollbacks, retirements under way
 
 
 def make_dispatcher(cfg: PlatformConfig, pool: WorkerPool) -> Dispatcher:
@@ -120,7 +132,13 @@ async def serve_frontend(
     catalog = parts.catalog
     catalog.apply(await asyncio.to_thread(read_catalog, store))  # drain flags of the pool's workers too
     catalog.start()
-    admin = AdminService(parts.registry, parts.pool, catalog, parts.deploy, dispatcher.pump)
+    repository = Repository(repository_root(parts.cfg), parts.cfg.repository.max_push_bytes)
+    await asyncio.to_thread(repository.clear_staging)
+    rollout = Rollout(store, parts.registry, repository.root, parts.undeploy, poll_s=f.catalog_refresh_s)
+    await asyncio.to_thread(rollout.start)
+    admin = AdminService(
+        parts.registry, parts.pool, catalog, parts.deploy, rollout, repository, dispatcher.pump
+    )
     try:
         async with AsyncExitStack() as stack:
             calls = await stack.enter_async_context(frontend_calls(parts.registry, manager, f, forwarding))
@@ -140,8 +158,11 @@ async def serve_frontend(
             if http_listen:
                 http = http_server(http_listen, calls, parts.keys, parts.cfg.http, f)
                 http_port = await stack.enter_async_context(http)
-            yield RunningFrontend(port, http_port, metrics_port, server, manager, metrics, calls, meter)
+            yield RunningFrontend(
+                port, http_port, metrics_port, server, manager, metrics, calls, meter, rollout
+            )
     finally:
+        await rollout.close()
         await catalog.close()
         await manager.shutdown()
         unwritten = await aggregator.close()

@@ -31,6 +31,7 @@ from frontend.config import PlatformConfig, check_loopback_only
 from frontend.generations import GenerationManager
 from frontend.metrics import FrontendMetrics
 from frontend.registry import ModelRegistry, ServedVersion
+from frontend.rollout import Rollout
 from frontend.telemetry import tracer_provider
 from frontend.worker_pool import WorkerPool
 from serving.frontend_node import FrontendParts, make_dispatcher, serve_frontend
@@ -54,12 +55,13 @@ class Platform:
         self.work_dir = work if work.is_absolute() else ROOT / work
         self.registry = ModelRegistry()
         self.pool = WorkerPool()
-        self.keys = ApiKeyStore(admin_keys=cfg.frontend.admin_api_keys)
+        self.keys = ApiKeyStore(admin_keys=cfg.frontend.admin_api_keys, fetch_keys=(cfg.fleet.worker_key,))
         self.local = LocalWorkers(cfg, self.work_dir)
         self.frontend_id = f"platform-{secrets.token_hex(6)}"  # this launch, owner of what it admits
         self.store: Store | None = None
         self.manager: GenerationManager | None = None  # while frontend() runs
         self.metrics: FrontendMetrics | None = None  # while frontend() runs
+        self.rollout: Rollout | None = None  # while frontend() runs
         self.metrics_port = 0  # the bound port of [frontend] metrics_listen
         self.http_port = 0  # the bound port of [http] listen, while frontend() runs (0: no HTTP)
         self._catalog: CatalogCache | None = None
@@ -144,6 +146,7 @@ class Platform:
             self.tracer_provider,
             self.frontend_id,
             self.deploy_version,
+            self.undeploy_version,
         )
         relayed = [(w.worker_id, f"http://127.0.0.1:{w.server.metrics_port}/metrics") for w in self.workers]
         http_at = self.cfg.http.listen if http_listen is None else http_listen
@@ -152,10 +155,10 @@ class Platform:
                 parts, dispatcher, listen or f.listen, http_at, worker_metrics=lambda: relayed
             ) as node:
                 self.manager, self.metrics, self.metrics_port = node.manager, node.metrics, node.metrics_port
-                self.http_port = node.http_port
+                self.http_port, self.rollout = node.http_port, node.rollout
                 yield node.server, node.port
         finally:
-            self.http_port = 0
+            self.http_port, self.rollout = 0, None
             self.manager = None
             await supervisor.close()
             for handle in self.pool.workers.values():
@@ -174,3 +177,11 @@ class Platform:
         for worker in self.workers:
             self.pool.workers[worker.worker_id].capacity[version.version_id] = kv_blocks(settings)
         log.info("version %s deployed on %d worker(s)", version.version_id, len(self.workers))
+
+    async def undeploy_version(self, version_id: str) -> None:
+        """Unloads a version from every worker (RetireVersion, once its generations ended): no
+        longer routable, and not reloaded when a worker restarts."""
+        for handle in self.pool.workers.values():
+            handle.capacity.pop(version_id, None)
+        await asyncio.to_thread(self.local.unload_everywhere, version_id)
+        log.info("version %s unloaded from %d worker(s)", version_id, len(self.workers))

@@ -4,12 +4,14 @@
     identity   the server answering on its port is not this launch (serving/triton.py `check`)
     readiness  a model it loaded is not ready (every probe interval)
     canary     a model silent for the probe interval (frontend/liveness.py) gets a tiny request: one
-               prompt token, one output token, closed at its first answer. A live model answers
-               within one engine step, with its admission response or one of the worker's own
-               refusals (capacity: the engine loop turned). Triton's own error instead ("stub
-               process is not healthy": the Python-backend stub died or is stopped, which Triton
-               still reports as a READY model), a broken stream, or no answer within the inactivity
-               timeout means it is not alive.
+               prompt token, one output token. A live model answers within one engine step, with
+               its admission response or one of the worker's own refusals (capacity: the engine
+               loop turned). Triton's own error instead ("stub process is not healthy": the
+               Python-backend stub died or is stopped, which Triton still reports as a READY
+               model), a broken stream, or no answer within the inactivity timeout means it is not
+               alive. After its first answer the canary is read on to its FINAL (its one token, a
+               step later) and never cancelled: cancelling a stream whose FINAL is being written
+               leaks the request in Triton 2.51's gRPC stream handler (see `send_canary`).
 """
 
 from __future__ import annotations
@@ -47,12 +49,23 @@ def canary_request(version: ServedVersion, request_id: str) -> WorkerRequest:
 
 
 async def send_canary(client: TritonWorker, req: WorkerRequest, timeout_s: float) -> None:
-    """Returns once the model answered the request (its stream is then closed, cancelling it);
-    CanaryFailed otherwise."""
+    """Returns once the model answered the request within `timeout_s` and the request ended;
+    CanaryFailed otherwise.
+
+    The first answer is the sign of life; the stream is then read on to the request's FINAL (its
+    one output token, one engine step later; the client's inactivity timeout bounds that wait), so
+    it ends as a completed request. Closing it at the first answer would cancel the Triton
+    request just as its FINAL is sent, the one moment Triton 2.51's gRPC stream handler loses a
+    cancellation: the stream's state stays CANCELLATION_ISSUED ("Waiting for the callback to
+    retrieve cancellation") and never releases the request, so Triton counts it in flight for
+    ever and the model can never unload (a retired version stayed UNLOADING)."""
     chunks = client.generate(req)
     try:
         async with asyncio.timeout(timeout_s):
-            await anext(chunks, None)
+            first = await anext(chunks, None)
+        if first is not None:
+            async for _ in chunks:  # to the FINAL: the stream then closes without a cancellation
+                pass
     except WorkerCapacityError:
         pass  # refused for memory now: the engine loop answered
     except WorkerError as e:

@@ -228,6 +228,34 @@ class TritonServer:
         finally:
             client.close()
 
+    def unload_model(self, name: str, timeout_s: float = 60.0) -> None:
+        """Unloads a model and waits until the repository index shows it unloaded (UNAVAILABLE:
+        Triton lets the requests it holds finish first); TritonError with Triton's reason, or when
+        it is still unloading after `timeout_s`."""
+        from tritonclient.utils import InferenceServerException
+
+        client = self._client()
+        try:
+            client.unload_model(name, headers=self.grpc_headers)
+        except InferenceServerException as e:
+            raise TritonError(f"unloading {name} failed: {e.message()}") from e
+        finally:
+            client.close()
+        deadline = time.monotonic() + timeout_s
+        while self.repository_index().get(name) in ("READY", "UNLOADING"):
+            if time.monotonic() > deadline:
+                raise TritonError(f"model {name} is still unloading after {timeout_s:.0f} s")
+            time.sleep(0.05)
+
+    def repository_index(self) -> dict[str, str]:
+        """Triton's model repository index: model name -> state (READY, UNAVAILABLE, ...)."""
+        client = self._client()
+        try:
+            index = client.get_model_repository_index(headers=self.grpc_headers, as_json=True)
+        finally:
+            client.close()
+        return {m["name"]: m.get("state", "") for m in index.get("models", [])}
+
     def stop(self, kill: bool = False) -> None:
         """Ends the server (kill: at once, without waiting for its models to finish)."""
         proc, self.process = self.process, None

@@ -10,6 +10,7 @@ Worker i serves every configured model with `workers > i`, and every version reg
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -34,12 +35,17 @@ from serving.workers import (
 
 log = logging.getLogger(__name__)
 Deployed = tuple[ModelSettings, ServedVersion]
+Fetch = Callable[[str], Path]  # version id -> its verified artifact folder, downloaded
 
 
 class LocalWorkers:
-    def __init__(self, cfg: PlatformConfig, work_dir: Path, access_key: str | None = None) -> None:
-        """access_key: the Triton access key of every server (None: each draws its own)."""
+    def __init__(
+        self, cfg: PlatformConfig, work_dir: Path, access_key: str | None = None, fetch: Fetch | None = None
+    ) -> None:
+        """access_key: the Triton access key of every server (None: each draws its own). fetch:
+        downloads a version this host lacks, verified (serving/artifact_fetch.py; None: none)."""
         self.cfg = cfg
+        self.fetch = fetch
         self.work_dir = work_dir
         self.access_key = access_key
         self.workers: list[LocalWorker] = []
@@ -94,7 +100,7 @@ class LocalWorkers:
         self.deployments = deployments
 
     def _stored_versions(self, store: Store, configured: set[str]) -> list[Deployed]:
-        return [(self.settings_for(v), v) for v in stored_versions(store, configured)]
+        return [(self.settings_for(v), v) for v in stored_versions(store, configured, self.fetch)]
 
     def load_everywhere(self, settings: ModelSettings, version: ServedVersion) -> None:
         """Loads a verified version on every worker (blocking); reloaded if a worker restarts."""
@@ -104,6 +110,15 @@ class LocalWorkers:
             worker.server.load_model(version.triton_model_name)
             worker.versions.append((settings, version))
         self.deployments.append((settings, version))
+
+    def unload_everywhere(self, version_id: str) -> None:
+        """Unloads a version from every worker (blocking); not reloaded when a worker restarts."""
+        self.deployments = [(m, v) for m, v in self.deployments if v.version_id != version_id]
+        name = version_id.replace("@", "--", 1)  # frontend/registry.py triton_model_name
+        for worker in self.workers:
+            worker.versions = [(m, v) for m, v in worker.versions if v.version_id != version_id]
+            if worker.server.repository_index().get(name) in ("LOADING", "READY", "UNLOADING"):
+                worker.server.unload_model(name)  # also after a failed try: waits until it is unloaded
 
     def handles(self, inactivity_timeout_s: float | None) -> list[WorkerHandle]:
         """A pool entry per worker, with a client to its server."""
@@ -128,14 +143,17 @@ class LocalWorkers:
         self.workers = []
 
 
-def stored_versions(store: Store, skip: set[str]) -> list[ServedVersion]:
-    """The READY versions in the store but those in `skip`, verified. One whose artifact is gone or
-    fails verification is logged and left out."""
+def stored_versions(store: Store, skip: set[str], fetch: Fetch | None = None) -> list[ServedVersion]:
+    """The READY versions in the store but those in `skip`, verified; one whose artifact is not on
+    this host is fetched first when `fetch` is given. One whose artifact is missing or fails
+    verification is logged and left out."""
     found = []
     for version_id, path in served_versions(store):
         if version_id in skip:
             continue
         try:
+            if not (path / "manifest.json").is_file() and fetch is not None:
+                path = fetch(version_id)
             found.append(load_version(path))
         except (ArtifactIntegrityError, OSError, KeyError, ValueError) as e:
             log.error("version %s: artifact %s failed verification (%s); not served", version_id, path, e)

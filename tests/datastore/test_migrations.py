@@ -44,7 +44,7 @@ def add_rows(engine: Engine) -> None:
 
 
 def test_a_single_head() -> None:
-    assert heads() == ("0004",)
+    assert heads() == ("0005",)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -52,7 +52,7 @@ def test_upgrade_from_empty_matches_the_models(backend: str, tmp_path: Path) -> 
     with empty_engine(backend, tmp_path) as engine:
         assert current(engine) is None
         upgrade(engine)
-        assert current(engine) == "0004"
+        assert current(engine) == "0005"
         assert tables(engine) == ALL_TABLES
         with engine.connect() as connection:
             diff = compare_metadata(MigrationContext.configure(connection), Base.metadata)
@@ -64,13 +64,19 @@ def test_downgrade_to_base_and_up_again_with_data_present(backend: str, tmp_path
     with empty_engine(backend, tmp_path) as engine:
         upgrade(engine)
         add_rows(engine)
+        downgrade(engine, "0004")
+        assert tables(engine) == ALL_TABLES - {"model_changes"}
         downgrade(engine, "0003")
-        assert tables(engine) == ALL_TABLES - {"frontends"}
+        assert tables(engine) == ALL_TABLES - {"frontends", "model_changes"}
         downgrade(engine, "0002")
-        assert tables(engine) == ALL_TABLES - {"catalog_revisions", "frontends"}
+        assert tables(engine) == ALL_TABLES - {"catalog_revisions", "frontends", "model_changes"}
         downgrade(engine, "0001")
         assert current(engine) == "0001"
-        assert tables(engine) == ALL_TABLES - BILLING_TABLES - {"catalog_revisions", "frontends"}
+        assert tables(engine) == ALL_TABLES - BILLING_TABLES - {
+            "catalog_revisions",
+            "frontends",
+            "model_changes",
+        }
         with Store(engine).transaction() as session:
             assert session.scalars(select(Generation.request_id)).all() == ["r1"]
         downgrade(engine, "base")
@@ -105,13 +111,13 @@ def test_concurrent_upgrades_migrate_once(backend: str, tmp_path: Path) -> None:
         for t in threads:
             t.join()
         assert errors == []
-        assert current(engine) == "0004"
+        assert current(engine) == "0005"
         assert tables(engine) == ALL_TABLES
 
 
 def test_upgrade_is_idempotent(store: Store) -> None:
     upgrade(store.engine)
-    assert current(store.engine) == "0004"
+    assert current(store.engine) == "0005"
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -143,6 +149,8 @@ def test_0004_adds_owners_worker_leases_and_pools_and_takes_them_back(backend: s
     with empty_engine(backend, tmp_path) as engine:
         upgrade(engine)
         add_rows(engine)
+        downgrade(engine, "0004")
+        assert tables(engine) == ALL_TABLES - {"model_changes"}
         downgrade(engine, "0003")
         with engine.begin() as connection:
             connection.execute(

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import hashlib
+
 import grpc
 import pytest
 
@@ -60,3 +62,22 @@ def test_replace_swaps_the_tenant_keys_and_keeps_the_admin_keys() -> None:
         keys.authenticate([("authorization", "Bearer k1")])
     assert e.value.code == grpc.StatusCode.UNAUTHENTICATED
     keys.authenticate_admin([("authorization", "Bearer root")])
+
+
+def test_admin_calls_name_their_operator_and_key_and_a_fetch_key_opens_only_fetches() -> None:
+    keys = ApiKeyStore([entry("t1", "k1")], admin_keys=("root",), fetch_keys=("wk", ""))
+    fingerprint = hashlib.sha256(b"root").hexdigest()[:8]
+    assert keys.authenticate_admin([("authorization", "Bearer root")]) == f"admin (key {fingerprint})"
+    named = [("authorization", "Bearer root"), ("x-operator", "ann\x1b[2J")]  # control characters dropped
+    assert keys.authenticate_admin(named) == f"ann[2J (key {fingerprint})"
+    assert keys.authenticate_fetch([("authorization", "Bearer wk")]) == "worker"
+    assert keys.authenticate_fetch([("authorization", "Bearer root")]) == f"admin (key {fingerprint})"
+    with pytest.raises(ApiError) as e:  # the worker key opens no other Admin call
+        keys.authenticate_admin([("authorization", "Bearer wk")])
+    assert e.value.code == grpc.StatusCode.UNAUTHENTICATED
+    with pytest.raises(ApiError) as e:
+        keys.authenticate_fetch([("authorization", "Bearer k1")])
+    assert (e.value.code, e.value.reason) == (grpc.StatusCode.PERMISSION_DENIED, "ADMIN_REQUIRED")
+    with pytest.raises(ApiError) as e:  # an empty fetch key (no [fleet] worker_key) opens nothing
+        keys.authenticate_fetch([("authorization", "Bearer ")])
+    assert e.value.code == grpc.StatusCode.UNAUTHENTICATED

@@ -22,8 +22,12 @@ def test_default_config_serves_the_default_model_with_the_local_tenant() -> None
     assert (cfg.frontend.slow_consumer_timeout_s, cfg.frontend.converse_window_events) == (30.0, 256)
     assert (cfg.frontend.worker_inactivity_timeout_s, cfg.frontend.worker_probe_interval_s) == (10.0, 2.0)
     assert cfg.store.url == "sqlite:///var/control.sqlite"
-    assert cfg.models == (ModelSettings(),)
-    assert cfg.models[0].alias == "smollm2-135m"
+    # two versions of the default model, each under its own alias: fp32 and int4 weights
+    assert cfg.models == (ModelSettings(), ModelSettings(alias="smollm2-135m-int4", quantization="int4"))
+    assert [(m.alias, m.quantization) for m in cfg.models] == [
+        ("smollm2-135m", "none"),
+        ("smollm2-135m-int4", "int4"),
+    ]
     assert [(t.id, t.api_keys) for t in cfg.tenants] == [("local", ("local-dev-key",))]
 
 
@@ -147,3 +151,21 @@ def test_the_store_section_takes_a_multi_host_url_and_its_outage_bounds() -> Non
     store = parse_config({"store": {"url": url, "timeout_s": 3, "final_usage_wait_s": 9}}).store
     assert (store.url, store.timeout_s, store.final_usage_wait_s) == (url, 3, 9)
     assert (store.probe_interval_s, store.usage_queue_max) == (1.0, 100_000)
+
+
+def test_the_repository_section_sets_where_pushes_land_and_their_size_limit() -> None:
+    cfg = parse_config({"repository": {"path": "/srv/models", "max_push_bytes": 1024}})
+    assert (cfg.repository.path, cfg.repository.max_push_bytes) == ("/srv/models", 1024)
+    assert (parse_config({}).repository.path, parse_config({}).repository.max_push_bytes) == (
+        "var/models",
+        8 << 30,
+    )
+    for bad in (0, -1, 1.5, "big"):
+        with pytest.raises(ConfigError, match="max_push_bytes must be a positive integer"):
+            parse_config({"repository": {"max_push_bytes": bad}})
+    with pytest.raises(ConfigError, match="unknown key"):
+        parse_config({"repository": {"size": 1}})
+    assert (
+        parse_config({"fleet": {"repository_target": "10.0.0.5:50051"}}).fleet.repository_target
+        == "10.0.0.5:50051"
+    )

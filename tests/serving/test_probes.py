@@ -18,6 +18,7 @@ from serving.triton_host import TritonError
 from serving.workers import LocalWorker
 
 HANG = "hang"
+LOST_AFTER_ACK = "lost after ack"  # admitted, then its stream broke before the FINAL
 VERSION = SimpleNamespace(triton_model_name="m--1", eos_token_id=2, version_id="m@1")
 
 
@@ -30,7 +31,8 @@ class Clock:
 
 
 class FakeClient:
-    """Answers every request with an admission response, an error, or nothing at all."""
+    """Answers every request with an admission response then its one token (FINAL: the stream
+    ends), an error, or nothing at all."""
 
     def __init__(self, clock: Clock, answer: Exception | str = "ack") -> None:
         self.clock = clock
@@ -38,6 +40,7 @@ class FakeClient:
         self.liveness: dict[str, Liveness] = {}
         self.sent: list[WorkerRequest] = []
         self.closed = 0
+        self.completed = 0  # streams read to their FINAL (closed without a cancellation)
 
     def liveness_of(self, model: str) -> Liveness:
         return self.liveness.setdefault(model, Liveness(self.clock))
@@ -51,7 +54,10 @@ class FakeClient:
                 await asyncio.Event().wait()
             self.liveness_of(req.model).seen()
             yield WorkerChunk([], num_input_tokens=1, num_cached_tokens=0)
-            await asyncio.Event().wait()  # the canary closes its stream at the first answer
+            if self.answer == LOST_AFTER_ACK:
+                raise WorkerLost("the worker sent nothing for 10s")
+            yield WorkerChunk([7])  # the FINAL: generate() returns, nothing is cancelled
+            self.completed += 1
         finally:
             self.closed += 1
 
@@ -88,7 +94,20 @@ def test_the_canary_is_one_prompt_token_and_one_output_token_outside_every_tenan
 async def test_a_live_model_answers_the_canary(answer: Exception | str) -> None:
     client = FakeClient(Clock(), answer)
     await send_canary(client, request(), timeout_s=30)  # type: ignore[arg-type]
-    assert client.closed == 1  # the stream is closed (the request cancelled) at the first answer
+    assert client.closed == 1
+
+
+async def test_the_canary_reads_its_stream_to_the_final_instead_of_cancelling_it() -> None:
+    client = FakeClient(Clock())
+    await send_canary(client, request(), timeout_s=30)  # type: ignore[arg-type]
+    assert (client.closed, client.completed) == (1, 1)  # ended by its FINAL, not cancelled
+
+
+async def test_a_canary_whose_stream_breaks_after_the_admission_fails() -> None:
+    client = FakeClient(Clock(), LOST_AFTER_ACK)
+    with pytest.raises(CanaryFailed, match="stream lost"):
+        await send_canary(client, request(), timeout_s=30)  # type: ignore[arg-type]
+    assert (client.closed, client.completed) == (1, 0)
 
 
 @pytest.mark.parametrize(

@@ -28,6 +28,24 @@ type AdminClient interface {
 	UndrainWorker(ctx context.Context, in *UndrainWorkerRequest, opts ...grpc.CallOption) (*Worker, error)
 	// Lists registered workers with their health and capacity.
 	ListWorkers(ctx context.Context, in *ListWorkersRequest, opts ...grpc.CallOption) (*ListWorkersResponse, error)
+	// Uploads a model version built by `llmctl build`: the manifest first, then every file in
+	// chunks. The server stages it, checks each file's size and sha256 against the manifest (a
+	// mismatch: INVALID_ARGUMENT, nothing kept), moves it into the repository, loads it on the
+	// workers and records it READY. The same version again is a no-op; other content under an
+	// existing version id is ALREADY_EXISTS.
+	PushModelVersion(ctx context.Context, opts ...grpc.CallOption) (Admin_PushModelVersionClient, error)
+	// Streams one file of a version held in the repository, from an offset (a download resumes
+	// where it broke off); what workers use to fetch a version they lack.
+	FetchArtifactFile(ctx context.Context, in *FetchArtifactFileRequest, opts ...grpc.CallOption) (Admin_FetchArtifactFileClient, error)
+	// Routes all of an alias's new generations to one version (100%).
+	PromoteVersion(ctx context.Context, in *PromoteVersionRequest, opts ...grpc.CallOption) (*AliasRoute, error)
+	// Restores an alias's route as it was before its last change (recorded in the store).
+	RollbackAlias(ctx context.Context, in *RollbackAliasRequest, opts ...grpc.CallOption) (*AliasRoute, error)
+	// Retires a version no alias routes to: no new generation pins it, those running finish, then
+	// the workers unload it and it is RETIRED (its files kept unless delete_files).
+	RetireVersion(ctx context.Context, in *RetireVersionRequest, opts ...grpc.CallOption) (*ModelVersion, error)
+	// The recorded catalog changes (pushes, routes, promotions, rollbacks, retirements), newest first.
+	ListModelChanges(ctx context.Context, in *ListModelChangesRequest, opts ...grpc.CallOption) (*ListModelChangesResponse, error)
 }
 
 type adminClient struct {
@@ -83,6 +101,108 @@ func (c *adminClient) ListWorkers(ctx context.Context, in *ListWorkersRequest, o
 	return out, nil
 }
 
+func (c *adminClient) PushModelVersion(ctx context.Context, opts ...grpc.CallOption) (Admin_PushModelVersionClient, error) {
+	stream, err := c.cc.NewStream(ctx, &_Admin_serviceDesc.Streams[0], "/llm.v1.Admin/PushModelVersion", opts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &adminPushModelVersionClient{stream}
+	return x, nil
+}
+
+type Admin_PushModelVersionClient interface {
+	Send(*PushModelVersionRequest) error
+	CloseAndRecv() (*PushModelVersionResponse, error)
+	grpc.ClientStream
+}
+
+type adminPushModelVersionClient struct {
+	grpc.ClientStream
+}
+
+func (x *adminPushModelVersionClient) Send(m *PushModelVersionRequest) error {
+	return x.ClientStream.SendMsg(m)
+}
+
+func (x *adminPushModelVersionClient) CloseAndRecv() (*PushModelVersionResponse, error) {
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	m := new(PushModelVersionResponse)
+	if err := x.ClientStream.RecvMsg(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (c *adminClient) FetchArtifactFile(ctx context.Context, in *FetchArtifactFileRequest, opts ...grpc.CallOption) (Admin_FetchArtifactFileClient, error) {
+	stream, err := c.cc.NewStream(ctx, &_Admin_serviceDesc.Streams[1], "/llm.v1.Admin/FetchArtifactFile", opts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &adminFetchArtifactFileClient{stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+type Admin_FetchArtifactFileClient interface {
+	Recv() (*ArtifactChunk, error)
+	grpc.ClientStream
+}
+
+type adminFetchArtifactFileClient struct {
+	grpc.ClientStream
+}
+
+func (x *adminFetchArtifactFileClient) Recv() (*ArtifactChunk, error) {
+	m := new(ArtifactChunk)
+	if err := x.ClientStream.RecvMsg(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (c *adminClient) PromoteVersion(ctx context.Context, in *PromoteVersionRequest, opts ...grpc.CallOption) (*AliasRoute, error) {
+	out := new(AliasRoute)
+	err := c.cc.Invoke(ctx, "/llm.v1.Admin/PromoteVersion", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) RollbackAlias(ctx context.Context, in *RollbackAliasRequest, opts ...grpc.CallOption) (*AliasRoute, error) {
+	out := new(AliasRoute)
+	err := c.cc.Invoke(ctx, "/llm.v1.Admin/RollbackAlias", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) RetireVersion(ctx context.Context, in *RetireVersionRequest, opts ...grpc.CallOption) (*ModelVersion, error) {
+	out := new(ModelVersion)
+	err := c.cc.Invoke(ctx, "/llm.v1.Admin/RetireVersion", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ListModelChanges(ctx context.Context, in *ListModelChangesRequest, opts ...grpc.CallOption) (*ListModelChangesResponse, error) {
+	out := new(ListModelChangesResponse)
+	err := c.cc.Invoke(ctx, "/llm.v1.Admin/ListModelChanges", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility
@@ -98,6 +218,24 @@ type AdminServer interface {
 	UndrainWorker(context.Context, *UndrainWorkerRequest) (*Worker, error)
 	// Lists registered workers with their health and capacity.
 	ListWorkers(context.Context, *ListWorkersRequest) (*ListWorkersResponse, error)
+	// Uploads a model version built by `llmctl build`: the manifest first, then every file in
+	// chunks. The server stages it, checks each file's size and sha256 against the manifest (a
+	// mismatch: INVALID_ARGUMENT, nothing kept), moves it into the repository, loads it on the
+	// workers and records it READY. The same version again is a no-op; other content under an
+	// existing version id is ALREADY_EXISTS.
+	PushModelVersion(Admin_PushModelVersionServer) error
+	// Streams one file of a version held in the repository, from an offset (a download resumes
+	// where it broke off); what workers use to fetch a version they lack.
+	FetchArtifactFile(*FetchArtifactFileRequest, Admin_FetchArtifactFileServer) error
+	// Routes all of an alias's new generations to one version (100%).
+	PromoteVersion(context.Context, *PromoteVersionRequest) (*AliasRoute, error)
+	// Restores an alias's route as it was before its last change (recorded in the store).
+	RollbackAlias(context.Context, *RollbackAliasRequest) (*AliasRoute, error)
+	// Retires a version no alias routes to: no new generation pins it, those running finish, then
+	// the workers unload it and it is RETIRED (its files kept unless delete_files).
+	RetireVersion(context.Context, *RetireVersionRequest) (*ModelVersion, error)
+	// The recorded catalog changes (pushes, routes, promotions, rollbacks, retirements), newest first.
+	ListModelChanges(context.Context, *ListModelChangesRequest) (*ListModelChangesResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -119,6 +257,24 @@ func (UnimplementedAdminServer) UndrainWorker(context.Context, *UndrainWorkerReq
 }
 func (UnimplementedAdminServer) ListWorkers(context.Context, *ListWorkersRequest) (*ListWorkersResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ListWorkers not implemented")
+}
+func (UnimplementedAdminServer) PushModelVersion(Admin_PushModelVersionServer) error {
+	return status.Errorf(codes.Unimplemented, "method PushModelVersion not implemented")
+}
+func (UnimplementedAdminServer) FetchArtifactFile(*FetchArtifactFileRequest, Admin_FetchArtifactFileServer) error {
+	return status.Errorf(codes.Unimplemented, "method FetchArtifactFile not implemented")
+}
+func (UnimplementedAdminServer) PromoteVersion(context.Context, *PromoteVersionRequest) (*AliasRoute, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method PromoteVersion not implemented")
+}
+func (UnimplementedAdminServer) RollbackAlias(context.Context, *RollbackAliasRequest) (*AliasRoute, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RollbackAlias not implemented")
+}
+func (UnimplementedAdminServer) RetireVersion(context.Context, *RetireVersionRequest) (*ModelVersion, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RetireVersion not implemented")
+}
+func (UnimplementedAdminServer) ListModelChanges(context.Context, *ListModelChangesRequest) (*ListModelChangesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListModelChanges not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 
@@ -223,6 +379,125 @@ func _Admin_ListWorkers_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_PushModelVersion_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(AdminServer).PushModelVersion(&adminPushModelVersionServer{stream})
+}
+
+type Admin_PushModelVersionServer interface {
+	SendAndClose(*PushModelVersionResponse) error
+	Recv() (*PushModelVersionRequest, error)
+	grpc.ServerStream
+}
+
+type adminPushModelVersionServer struct {
+	grpc.ServerStream
+}
+
+func (x *adminPushModelVersionServer) SendAndClose(m *PushModelVersionResponse) error {
+	return x.ServerStream.SendMsg(m)
+}
+
+func (x *adminPushModelVersionServer) Recv() (*PushModelVersionRequest, error) {
+	m := new(PushModelVersionRequest)
+	if err := x.ServerStream.RecvMsg(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func _Admin_FetchArtifactFile_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(FetchArtifactFileRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AdminServer).FetchArtifactFile(m, &adminFetchArtifactFileServer{stream})
+}
+
+type Admin_FetchArtifactFileServer interface {
+	Send(*ArtifactChunk) error
+	grpc.ServerStream
+}
+
+type adminFetchArtifactFileServer struct {
+	grpc.ServerStream
+}
+
+func (x *adminFetchArtifactFileServer) Send(m *ArtifactChunk) error {
+	return x.ServerStream.SendMsg(m)
+}
+
+func _Admin_PromoteVersion_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PromoteVersionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).PromoteVersion(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/llm.v1.Admin/PromoteVersion",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).PromoteVersion(ctx, req.(*PromoteVersionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_RollbackAlias_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RollbackAliasRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).RollbackAlias(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/llm.v1.Admin/RollbackAlias",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).RollbackAlias(ctx, req.(*RollbackAliasRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_RetireVersion_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RetireVersionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).RetireVersion(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/llm.v1.Admin/RetireVersion",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).RetireVersion(ctx, req.(*RetireVersionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ListModelChanges_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListModelChangesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListModelChanges(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/llm.v1.Admin/ListModelChanges",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListModelChanges(ctx, req.(*ListModelChangesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _Admin_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "llm.v1.Admin",
 	HandlerType: (*AdminServer)(nil),
@@ -247,7 +522,34 @@ var _Admin_serviceDesc = grpc.ServiceDesc{
 			MethodName: "ListWorkers",
 			Handler:    _Admin_ListWorkers_Handler,
 		},
+		{
+			MethodName: "PromoteVersion",
+			Handler:    _Admin_PromoteVersion_Handler,
+		},
+		{
+			MethodName: "RollbackAlias",
+			Handler:    _Admin_RollbackAlias_Handler,
+		},
+		{
+			MethodName: "RetireVersion",
+			Handler:    _Admin_RetireVersion_Handler,
+		},
+		{
+			MethodName: "ListModelChanges",
+			Handler:    _Admin_ListModelChanges_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "PushModelVersion",
+			Handler:       _Admin_PushModelVersion_Handler,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "FetchArtifactFile",
+			Handler:       _Admin_FetchArtifactFile_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "llm/v1/admin.proto",
 }

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from llm_platform.v1 import models_pb2 as llm_dot_v1_dot_models__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12llm/v1/admin.proto\x12\x06llm.v1\x1a\x13llm/v1/models.proto\"Z\n\x1bRegisterModelVersionRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x14\n\x0c\x61rtifact_uri\x18\x02 \x01(\t\x12\x17\n\x0fmanifest_sha256\x18\x03 \x01(\t\"9\n\x14SetAliasRouteRequest\x12!\n\x05route\x18\x01 \x01(\x0b\x32\x12.llm.v1.AliasRoute\"\'\n\x12\x44rainWorkerRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\")\n\x14UndrainWorkerRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\"\x14\n\x12ListWorkersRequest\"6\n\x13ListWorkersResponse\x12\x1f\n\x07workers\x18\x01 \x03(\x0b\x32\x0e.llm.v1.Worker\"\xa0\x01\n\x06Worker\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x17\n\x0floaded_versions\x18\x03 \x03(\t\x12\x0f\n\x07healthy\x18\x04 \x01(\x08\x12\x10\n\x08\x64raining\x18\x05 \x01(\x08\x12\x16\n\x0e\x66ree_kv_blocks\x18\x06 \x01(\x04\x12\x1e\n\x16last_heartbeat_unix_ms\x18\x07 \x01(\x03\x32\xdf\x02\n\x05\x41\x64min\x12Q\n\x14RegisterModelVersion\x12#.llm.v1.RegisterModelVersionRequest\x1a\x14.llm.v1.ModelVersion\x12\x41\n\rSetAliasRoute\x12\x1c.llm.v1.SetAliasRouteRequest\x1a\x12.llm.v1.AliasRoute\x12\x39\n\x0b\x44rainWorker\x12\x1a.llm.v1.DrainWorkerRequest\x1a\x0e.llm.v1.Worker\x12=\n\rUndrainWorker\x12\x1c.llm.v1.UndrainWorkerRequest\x1a\x0e.llm.v1.Worker\x12\x46\n\x0bListWorkers\x12\x1a.llm.v1.ListWorkersRequest\x1a\x1b.llm.v1.ListWorkersResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12llm/v1/admin.proto\x12\x06llm.v1\x1a\x13llm/v1/models.proto\"Z\n\x1bRegisterModelVersionRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x14\n\x0c\x61rtifact_uri\x18\x02 \x01(\t\x12\x17\n\x0fmanifest_sha256\x18\x03 \x01(\t\"9\n\x14SetAliasRouteRequest\x12!\n\x05route\x18\x01 \x01(\x0b\x32\x12.llm.v1.AliasRoute\"\'\n\x12\x44rainWorkerRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\")\n\x14UndrainWorkerRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\"\x14\n\x12ListWorkersRequest\"6\n\x13ListWorkersResponse\x12\x1f\n\x07workers\x18\x01 \x03(\x0b\x32\x0e.llm.v1.Worker\"\xa0\x01\n\x06Worker\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x17\n\x0floaded_versions\x18\x03 \x03(\t\x12\x0f\n\x07healthy\x18\x04 \x01(\x08\x12\x10\n\x08\x64raining\x18\x05 \x01(\x08\x12\x16\n\x0e\x66ree_kv_blocks\x18\x06 \x01(\x04\x12\x1e\n\x16last_heartbeat_unix_ms\x18\x07 \x01(\x03\"\x84\x01\n\x17PushModelVersionRequest\x12\x12\n\x08manifest\x18\x01 \x01(\x0cH\x00\x12&\n\x05\x63hunk\x18\x02 \x01(\x0b\x32\x15.llm.v1.ArtifactChunkH\x00\x12\r\n\x05\x61lias\x18\x03 \x01(\t\x12\x16\n\x0e\x63\x61nary_percent\x18\x04 \x01(\rB\x06\n\x04part\";\n\rArtifactChunk\x12\x0c\n\x04\x66ile\x18\x01 \x01(\t\x12\x0e\n\x06offset\x18\x02 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"}\n\x18PushModelVersionResponse\x12%\n\x07version\x18\x01 \x01(\x0b\x32\x14.llm.v1.ModelVersion\x12\x17\n\x0f\x61lready_present\x18\x02 \x01(\x08\x12!\n\x05route\x18\x03 \x01(\x0b\x32\x12.llm.v1.AliasRoute\"L\n\x18\x46\x65tchArtifactFileRequest\x12\x12\n\nversion_id\x18\x01 \x01(\t\x12\x0c\n\x04\x66ile\x18\x02 \x01(\t\x12\x0e\n\x06offset\x18\x03 \x01(\x04\":\n\x15PromoteVersionRequest\x12\r\n\x05\x61lias\x18\x01 \x01(\t\x12\x12\n\nversion_id\x18\x02 \x01(\t\"%\n\x14RollbackAliasRequest\x12\r\n\x05\x61lias\x18\x01 \x01(\t\"@\n\x14RetireVersionRequest\x12\x12\n\nversion_id\x18\x01 \x01(\t\x12\x14\n\x0c\x64\x65lete_files\x18\x02 \x01(\x08\"(\n\x17ListModelChangesRequest\x12\r\n\x05limit\x18\x01 \x01(\r\"@\n\x18ListModelChangesResponse\x12$\n\x07\x63hanges\x18\x01 \x03(\x0b\x32\x13.llm.v1.ModelChange\"\xaa\x01\n\x0bModelChange\x12\x12\n\nat_unix_ms\x18\x01 \x01(\x03\x12\r\n\x05\x61\x63tor\x18\x02 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x03 \x01(\t\x12\r\n\x05\x61lias\x18\x04 \x01(\t\x12\x12\n\nversion_id\x18\x05 \x01(\t\x12\"\n\x06\x62\x65\x66ore\x18\x06 \x01(\x0b\x32\x12.llm.v1.AliasRoute\x12!\n\x05\x61\x66ter\x18\x07 \x01(\x0b\x32\x12.llm.v1.AliasRoute2\xac\x06\n\x05\x41\x64min\x12Q\n\x14RegisterModelVersion\x12#.llm.v1.RegisterModelVersionRequest\x1a\x14.llm.v1.ModelVersion\x12\x41\n\rSetAliasRoute\x12\x1c.llm.v1.SetAliasRouteRequest\x1a\x12.llm.v1.AliasRoute\x12\x39\n\x0b\x44rainWorker\x12\x1a.llm.v1.DrainWorkerRequest\x1a\x0e.llm.v1.Worker\x12=\n\rUndrainWorker\x12\x1c.llm.v1.UndrainWorkerRequest\x1a\x0e.llm.v1.Worker\x12\x46\n\x0bListWorkers\x12\x1a.llm.v1.ListWorkersRequest\x1a\x1b.llm.v1.ListWorkersResponse\x12W\n\x10PushModelVersion\x12\x1f.llm.v1.PushModelVersionRequest\x1a .llm.v1.PushModelVersionResponse(\x01\x12N\n\x11\x46\x65tchArtifactFile\x12 .llm.v1.FetchArtifactFileRequest\x1a\x15.llm.v1.ArtifactChunk0\x01\x12\x43\n\x0ePromoteVersion\x12\x1d.llm.v1.PromoteVersionRequest\x1a\x12.llm.v1.AliasRoute\x12\x41\n\rRollbackAlias\x12\x1c.llm.v1.RollbackAliasRequest\x1a\x12.llm.v1.AliasRoute\x12\x43\n\rRetireVersion\x12\x1c.llm.v1.RetireVersionRequest\x1a\x14.llm.v1.ModelVersion\x12U\n\x10ListModelChanges\x12\x1f.llm.v1.ListModelChangesRequest\x1a .llm.v1.ListModelChangesResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -46,6 +46,26 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LISTWORKERSRESPONSE']._serialized_end=362
   _globals['_WORKER']._serialized_start=365
   _globals['_WORKER']._serialized_end=525
-  _globals['_ADMIN']._serialized_start=528
-  _globals['_ADMIN']._serialized_end=879
+  _globals['_PUSHMODELVERSIONREQUEST']._serialized_start=528
+  _globals['_PUSHMODELVERSIONREQUEST']._serialized_end=660
+  _globals['_ARTIFACTCHUNK']._serialized_start=662
+  _globals['_ARTIFACTCHUNK']._serialized_end=721
+  _globals['_PUSHMODELVERSIONRESPONSE']._serialized_start=723
+  _globals['_PUSHMODELVERSIONRESPONSE']._serialized_end=848
+  _globals['_FETCHARTIFACTFILEREQUEST']._serialized_start=850
+  _globals['_FETCHARTIFACTFILEREQUEST']._serialized_end=926
+  _globals['_PROMOTEVERSIONREQUEST']._serialized_start=928
+  _globals['_PROMOTEVERSIONREQUEST']._serialized_end=986
+  _globals['_ROLLBACKALIASREQUEST']._serialized_start=988
+  _globals['_ROLLBACKALIASREQUEST']._serialized_end=1025
+  _globals['_RETIREVERSIONREQUEST']._serialized_start=1027
+  _globals['_RETIREVERSIONREQUEST']._serialized_end=1091
+  _globals['_LISTMODELCHANGESREQUEST']._serialized_start=1093
+  _globals['_LISTMODELCHANGESREQUEST']._serialized_end=1133
+  _globals['_LISTMODELCHANGESRESPONSE']._serialized_start=1135
+  _globals['_LISTMODELCHANGESRESPONSE']._serialized_end=1199
+  _globals['_MODELCHANGE']._serialized_start=1202
+  _globals['_MODELCHANGE']._serialized_end=1372
+  _globals['_ADMIN']._serialized_start=1375
+  _globals['_ADMIN']._serialized_end=2187
 # @@protoc_insertion_point(module_scope)

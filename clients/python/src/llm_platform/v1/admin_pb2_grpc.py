@@ -61,6 +61,36 @@ class AdminStub:
                 request_serializer=llm_dot_v1_dot_admin__pb2.ListWorkersRequest.SerializeToString,
                 response_deserializer=llm_dot_v1_dot_admin__pb2.ListWorkersResponse.FromString,
                 _registered_method=True)
+        self.PushModelVersion = channel.stream_unary(
+                '/llm.v1.Admin/PushModelVersion',
+                request_serializer=llm_dot_v1_dot_admin__pb2.PushModelVersionRequest.SerializeToString,
+                response_deserializer=llm_dot_v1_dot_admin__pb2.PushModelVersionResponse.FromString,
+                _registered_method=True)
+        self.FetchArtifactFile = channel.unary_stream(
+                '/llm.v1.Admin/FetchArtifactFile',
+                request_serializer=llm_dot_v1_dot_admin__pb2.FetchArtifactFileRequest.SerializeToString,
+                response_deserializer=llm_dot_v1_dot_admin__pb2.ArtifactChunk.FromString,
+                _registered_method=True)
+        self.PromoteVersion = channel.unary_unary(
+                '/llm.v1.Admin/PromoteVersion',
+                request_serializer=llm_dot_v1_dot_admin__pb2.PromoteVersionRequest.SerializeToString,
+                response_deserializer=llm_dot_v1_dot_models__pb2.AliasRoute.FromString,
+                _registered_method=True)
+        self.RollbackAlias = channel.unary_unary(
+                '/llm.v1.Admin/RollbackAlias',
+                request_serializer=llm_dot_v1_dot_admin__pb2.RollbackAliasRequest.SerializeToString,
+                response_deserializer=llm_dot_v1_dot_models__pb2.AliasRoute.FromString,
+                _registered_method=True)
+        self.RetireVersion = channel.unary_unary(
+                '/llm.v1.Admin/RetireVersion',
+                request_serializer=llm_dot_v1_dot_admin__pb2.RetireVersionRequest.SerializeToString,
+                response_deserializer=llm_dot_v1_dot_models__pb2.ModelVersion.FromString,
+                _registered_method=True)
+        self.ListModelChanges = channel.unary_unary(
+                '/llm.v1.Admin/ListModelChanges',
+                request_serializer=llm_dot_v1_dot_admin__pb2.ListModelChangesRequest.SerializeToString,
+                response_deserializer=llm_dot_v1_dot_admin__pb2.ListModelChangesResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -103,6 +133,54 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PushModelVersion(self, request_iterator, context):
+        """Uploads a model version built by `llmctl build`: the manifest first, then every file in
+        chunks. The server stages it, checks each file's size and sha256 against the manifest (a
+        mismatch: INVALID_ARGUMENT, nothing kept), moves it into the repository, loads it on the
+        workers and records it READY. The same version again is a no-op; other content under an
+        existing version id is ALREADY_EXISTS.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def FetchArtifactFile(self, request, context):
+        """Streams one file of a version held in the repository, from an offset (a download resumes
+        where it broke off); what workers use to fetch a version they lack.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PromoteVersion(self, request, context):
+        """Routes all of an alias's new generations to one version (100%).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RollbackAlias(self, request, context):
+        """Restores an alias's route as it was before its last change (recorded in the store).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RetireVersion(self, request, context):
+        """Retires a version no alias routes to: no new generation pins it, those running finish, then
+        the workers unload it and it is RETIRED (its files kept unless delete_files).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListModelChanges(self, request, context):
+        """The recorded catalog changes (pushes, routes, promotions, rollbacks, retirements), newest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -130,6 +208,36 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.ListWorkers,
                     request_deserializer=llm_dot_v1_dot_admin__pb2.ListWorkersRequest.FromString,
                     response_serializer=llm_dot_v1_dot_admin__pb2.ListWorkersResponse.SerializeToString,
+            ),
+            'PushModelVersion': grpc.stream_unary_rpc_method_handler(
+                    servicer.PushModelVersion,
+                    request_deserializer=llm_dot_v1_dot_admin__pb2.PushModelVersionRequest.FromString,
+                    response_serializer=llm_dot_v1_dot_admin__pb2.PushModelVersionResponse.SerializeToString,
+            ),
+            'FetchArtifactFile': grpc.unary_stream_rpc_method_handler(
+                    servicer.FetchArtifactFile,
+                    request_deserializer=llm_dot_v1_dot_admin__pb2.FetchArtifactFileRequest.FromString,
+                    response_serializer=llm_dot_v1_dot_admin__pb2.ArtifactChunk.SerializeToString,
+            ),
+            'PromoteVersion': grpc.unary_unary_rpc_method_handler(
+                    servicer.PromoteVersion,
+                    request_deserializer=llm_dot_v1_dot_admin__pb2.PromoteVersionRequest.FromString,
+                    response_serializer=llm_dot_v1_dot_models__pb2.AliasRoute.SerializeToString,
+            ),
+            'RollbackAlias': grpc.unary_unary_rpc_method_handler(
+                    servicer.RollbackAlias,
+                    request_deserializer=llm_dot_v1_dot_admin__pb2.RollbackAliasRequest.FromString,
+                    response_serializer=llm_dot_v1_dot_models__pb2.AliasRoute.SerializeToString,
+            ),
+            'RetireVersion': grpc.unary_unary_rpc_method_handler(
+                    servicer.RetireVersion,
+                    request_deserializer=llm_dot_v1_dot_admin__pb2.RetireVersionRequest.FromString,
+                    response_serializer=llm_dot_v1_dot_models__pb2.ModelVersion.SerializeToString,
+            ),
+            'ListModelChanges': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListModelChanges,
+                    request_deserializer=llm_dot_v1_dot_admin__pb2.ListModelChangesRequest.FromString,
+                    response_serializer=llm_dot_v1_dot_admin__pb2.ListModelChangesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -268,6 +376,168 @@ class Admin:
             '/llm.v1.Admin/ListWorkers',
             llm_dot_v1_dot_admin__pb2.ListWorkersRequest.SerializeToString,
             llm_dot_v1_dot_admin__pb2.ListWorkersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PushModelVersion(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/llm.v1.Admin/PushModelVersion',
+            llm_dot_v1_dot_admin__pb2.PushModelVersionRequest.SerializeToString,
+            llm_dot_v1_dot_admin__pb2.PushModelVersionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FetchArtifactFile(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/llm.v1.Admin/FetchArtifactFile',
+            llm_dot_v1_dot_admin__pb2.FetchArtifactFileRequest.SerializeToString,
+            llm_dot_v1_dot_admin__pb2.ArtifactChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PromoteVersion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/llm.v1.Admin/PromoteVersion',
+            llm_dot_v1_dot_admin__pb2.PromoteVersionRequest.SerializeToString,
+            llm_dot_v1_dot_models__pb2.AliasRoute.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RollbackAlias(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/llm.v1.Admin/RollbackAlias',
+            llm_dot_v1_dot_admin__pb2.RollbackAliasRequest.SerializeToString,
+            llm_dot_v1_dot_models__pb2.AliasRoute.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RetireVersion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/llm.v1.Admin/RetireVersion',
+            llm_dot_v1_dot_admin__pb2.RetireVersionRequest.SerializeToString,
+            llm_dot_v1_dot_models__pb2.ModelVersion.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListModelChanges(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/llm.v1.Admin/ListModelChanges',
+            llm_dot_v1_dot_admin__pb2.ListModelChangesRequest.SerializeToString,
+            llm_dot_v1_dot_admin__pb2.ListModelChangesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13llm/v1/models.proto\x12\x06llm.v1\"\x13\n\x11ListModelsRequest\"a\n\x12ListModelsResponse\x12&\n\x08versions\x18\x01 \x03(\x0b\x32\x14.llm.v1.ModelVersion\x12#\n\x07\x61liases\x18\x02 \x03(\x0b\x32\x12.llm.v1.AliasRoute\"\xf3\x01\n\x0cModelVersion\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\n\n\x02id\x18\x03 \x01(\t\x12\x16\n\x0e\x63ontext_length\x18\x04 \x01(\r\x12\x19\n\x11\x63ompatibility_key\x18\x05 \x01(\t\x12\r\n\x05ready\x18\x06 \x01(\x08\x12\x15\n\rready_workers\x18\x07 \x01(\r\x12\x16\n\x0eweights_sha256\x18\x08 \x01(\t\x12\x18\n\x10tokenizer_sha256\x18\t \x01(\t\x12\x17\n\x0ftemplate_sha256\x18\n \x01(\t\x12\x14\n\x0cquantization\x18\x0b \x01(\t\"E\n\nAliasRoute\x12\r\n\x05\x61lias\x18\x01 \x01(\t\x12(\n\x07targets\x18\x02 \x03(\x0b\x32\x17.llm.v1.WeightedVersion\"5\n\x0fWeightedVersion\x12\x12\n\nversion_id\x18\x01 \x01(\t\x12\x0e\n\x06weight\x18\x02 \x01(\r2M\n\x06Models\x12\x43\n\nListModels\x12\x19.llm.v1.ListModelsRequest\x1a\x1a.llm.v1.ListModelsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13llm/v1/models.proto\x12\x06llm.v1\"\x13\n\x11ListModelsRequest\"a\n\x12ListModelsResponse\x12&\n\x08versions\x18\x01 \x03(\x0b\x32\x14.llm.v1.ModelVersion\x12#\n\x07\x61liases\x18\x02 \x03(\x0b\x32\x12.llm.v1.AliasRoute\"\x97\x02\n\x0cModelVersion\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\n\n\x02id\x18\x03 \x01(\t\x12\x16\n\x0e\x63ontext_length\x18\x04 \x01(\r\x12\x19\n\x11\x63ompatibility_key\x18\x05 \x01(\t\x12\r\n\x05ready\x18\x06 \x01(\x08\x12\x15\n\rready_workers\x18\x07 \x01(\r\x12\x16\n\x0eweights_sha256\x18\x08 \x01(\t\x12\x18\n\x10tokenizer_sha256\x18\t \x01(\t\x12\x17\n\x0ftemplate_sha256\x18\n \x01(\t\x12\x14\n\x0cquantization\x18\x0b \x01(\t\x12\x0e\n\x06status\x18\x0c \x01(\t\x12\x12\n\nsize_bytes\x18\r \x01(\x04\"E\n\nAliasRoute\x12\r\n\x05\x61lias\x18\x01 \x01(\t\x12(\n\x07targets\x18\x02 \x03(\x0b\x32\x17.llm.v1.WeightedVersion\"5\n\x0fWeightedVersion\x12\x12\n\nversion_id\x18\x01 \x01(\t\x12\x0e\n\x06weight\x18\x02 \x01(\r2M\n\x06Models\x12\x43\n\nListModels\x12\x19.llm.v1.ListModelsRequest\x1a\x1a.llm.v1.ListModelsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,11 +36,11 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LISTMODELSRESPONSE']._serialized_start=52
   _globals['_LISTMODELSRESPONSE']._serialized_end=149
   _globals['_MODELVERSION']._serialized_start=152
-  _globals['_MODELVERSION']._serialized_end=395
-  _globals['_ALIASROUTE']._serialized_start=397
-  _globals['_ALIASROUTE']._serialized_end=466
-  _globals['_WEIGHTEDVERSION']._serialized_start=468
-  _globals['_WEIGHTEDVERSION']._serialized_end=521
-  _globals['_MODELS']._serialized_start=523
-  _globals['_MODELS']._serialized_end=600
+  _globals['_MODELVERSION']._serialized_end=431
+  _globals['_ALIASROUTE']._serialized_start=433
+  _globals['_ALIASROUTE']._serialized_end=502
+  _globals['_WEIGHTEDVERSION']._serialized_start=504
+  _globals['_WEIGHTEDVERSION']._serialized_end=557
+  _globals['_MODELS']._serialized_start=559
+  _globals['_MODELS']._serialized_end=636
 # @@protoc_insertion_point(module_scope)

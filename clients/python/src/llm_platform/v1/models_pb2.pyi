@@ -19,7 +19,7 @@ class ListModelsResponse(_message.Message):
     def __init__(self, versions: _Optional[_Iterable[_Union[ModelVersion, _Mapping]]] = ..., aliases: _Optional[_Iterable[_Union[AliasRoute, _Mapping]]] = ...) -> None: ...
 
 class ModelVersion(_message.Message):
-    __slots__ = ("name", "version", "id", "context_length", "compatibility_key", "ready", "ready_workers", "weights_sha256", "tokenizer_sha256", "template_sha256", "quantization")
+    __slots__ = ("name", "version", "id", "context_length", "compatibility_key", "ready", "ready_workers", "weights_sha256", "tokenizer_sha256", "template_sha256", "quantization", "status", "size_bytes")
     NAME_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
@@ -31,6 +31,8 @@ class ModelVersion(_message.Message):
     TOKENIZER_SHA256_FIELD_NUMBER: _ClassVar[int]
     TEMPLATE_SHA256_FIELD_NUMBER: _ClassVar[int]
     QUANTIZATION_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
     name: str
     version: str
     id: str
@@ -42,7 +44,9 @@ class ModelVersion(_message.Message):
     tokenizer_sha256: str
     template_sha256: str
     quantization: str
-    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., id: _Optional[str] = ..., context_length: _Optional[int] = ..., compatibility_key: _Optional[str] = ..., ready: _Optional[bool] = ..., ready_workers: _Optional[int] = ..., weights_sha256: _Optional[str] = ..., tokenizer_sha256: _Optional[str] = ..., template_sha256: _Optional[str] = ..., quantization: _Optional[str] = ...) -> None: ...
+    status: str
+    size_bytes: int
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., id: _Optional[str] = ..., context_length: _Optional[int] = ..., compatibility_key: _Optional[str] = ..., ready: _Optional[bool] = ..., ready_workers: _Optional[int] = ..., weights_sha256: _Optional[str] = ..., tokenizer_sha256: _Optional[str] = ..., template_sha256: _Optional[str] = ..., quantization: _Optional[str] = ..., status: _Optional[str] = ..., size_bytes: _Optional[int] = ...) -> None: ...
 
 class AliasRoute(_message.Message):
     __slots__ = ("alias", "targets")

@@ -6,7 +6,7 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { AliasRoute, AliasRouteSchema, ModelVersionSchema } from "./models_pb.js";
+import type { AliasRoute, AliasRouteSchema, ModelVersion, ModelVersionSchema } from "./models_pb.js";
 import { file_llm_v1_models } from "./models_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file llm/v1/admin.proto.
  */
 export const file_llm_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("ChJsbG0vdjEvYWRtaW4ucHJvdG8SBmxsbS52MSJaChtSZWdpc3Rlck1vZGVsVmVyc2lvblJlcXVlc3QSDAoEbmFtZRgBIAEoCRIUCgxhcnRpZmFjdF91cmkYAiABKAkSFwoPbWFuaWZlc3Rfc2hhMjU2GAMgASgJIjkKFFNldEFsaWFzUm91dGVSZXF1ZXN0EiEKBXJvdXRlGAEgASgLMhIubGxtLnYxLkFsaWFzUm91dGUiJwoSRHJhaW5Xb3JrZXJSZXF1ZXN0EhEKCXdvcmtlcl9pZBgBIAEoCSIpChRVbmRyYWluV29ya2VyUmVxdWVzdBIRCgl3b3JrZXJfaWQYASABKAkiFAoSTGlzdFdvcmtlcnNSZXF1ZXN0IjYKE0xpc3RXb3JrZXJzUmVzcG9uc2USHwoHd29ya2VycxgBIAMoCzIOLmxsbS52MS5Xb3JrZXIioAEKBldvcmtlchIRCgl3b3JrZXJfaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCRIXCg9sb2FkZWRfdmVyc2lvbnMYAyADKAkSDwoHaGVhbHRoeRgEIAEoCBIQCghkcmFpbmluZxgFIAEoCBIWCg5mcmVlX2t2X2Jsb2NrcxgGIAEoBBIeChZsYXN0X2hlYXJ0YmVhdF91bml4X21zGAcgASgDMt8CCgVBZG1pbhJRChRSZWdpc3Rlck1vZGVsVmVyc2lvbhIjLmxsbS52MS5SZWdpc3Rlck1vZGVsVmVyc2lvblJlcXVlc3QaFC5sbG0udjEuTW9kZWxWZXJzaW9uEkEKDVNldEFsaWFzUm91dGUSHC5sbG0udjEuU2V0QWxpYXNSb3V0ZVJlcXVlc3QaEi5sbG0udjEuQWxpYXNSb3V0ZRI5CgtEcmFpbldvcmtlchIaLmxsbS52MS5EcmFpbldvcmtlclJlcXVlc3QaDi5sbG0udjEuV29ya2VyEj0KDVVuZHJhaW5Xb3JrZXISHC5sbG0udjEuVW5kcmFpbldvcmtlclJlcXVlc3QaDi5sbG0udjEuV29ya2VyEkYKC0xpc3RXb3JrZXJzEhoubGxtLnYxLkxpc3RXb3JrZXJzUmVxdWVzdBobLmxsbS52MS5MaXN0V29ya2Vyc1Jlc3BvbnNlYgZwcm90bzM", [file_llm_v1_models]);
+  fileDesc("ChJsbG0vdjEvYWRtaW4ucHJvdG8SBmxsbS52MSJaChtSZWdpc3Rlck1vZGVsVmVyc2lvblJlcXVlc3QSDAoEbmFtZRgBIAEoCRIUCgxhcnRpZmFjdF91cmkYAiABKAkSFwoPbWFuaWZlc3Rfc2hhMjU2GAMgASgJIjkKFFNldEFsaWFzUm91dGVSZXF1ZXN0EiEKBXJvdXRlGAEgASgLMhIubGxtLnYxLkFsaWFzUm91dGUiJwoSRHJhaW5Xb3JrZXJSZXF1ZXN0EhEKCXdvcmtlcl9pZBgBIAEoCSIpChRVbmRyYWluV29ya2VyUmVxdWVzdBIRCgl3b3JrZXJfaWQYASABKAkiFAoSTGlzdFdvcmtlcnNSZXF1ZXN0IjYKE0xpc3RXb3JrZXJzUmVzcG9uc2USHwoHd29ya2VycxgBIAMoCzIOLmxsbS52MS5Xb3JrZXIioAEKBldvcmtlchIRCgl3b3JrZXJfaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCRIXCg9sb2FkZWRfdmVyc2lvbnMYAyADKAkSDwoHaGVhbHRoeRgEIAEoCBIQCghkcmFpbmluZxgFIAEoCBIWCg5mcmVlX2t2X2Jsb2NrcxgGIAEoBBIeChZsYXN0X2hlYXJ0YmVhdF91bml4X21zGAcgASgDIoQBChdQdXNoTW9kZWxWZXJzaW9uUmVxdWVzdBISCghtYW5pZmVzdBgBIAEoDEgAEiYKBWNodW5rGAIgASgLMhUubGxtLnYxLkFydGlmYWN0Q2h1bmtIABINCgVhbGlhcxgDIAEoCRIWCg5jYW5hcnlfcGVyY2VudBgEIAEoDUIGCgRwYXJ0IjsKDUFydGlmYWN0Q2h1bmsSDAoEZmlsZRgBIAEoCRIOCgZvZmZzZXQYAiABKAQSDAoEZGF0YRgDIAEoDCJ9ChhQdXNoTW9kZWxWZXJzaW9uUmVzcG9uc2USJQoHdmVyc2lvbhgBIAEoCzIULmxsbS52MS5Nb2RlbFZlcnNpb24SFwoPYWxyZWFkeV9wcmVzZW50GAIgASgIEiEKBXJvdXRlGAMgASgLMhIubGxtLnYxLkFsaWFzUm91dGUiTAoYRmV0Y2hBcnRpZmFjdEZpbGVSZXF1ZXN0EhIKCnZlcnNpb25faWQYASABKAkSDAoEZmlsZRgCIAEoCRIOCgZvZmZzZXQYAyABKAQiOgoVUHJvbW90ZVZlcnNpb25SZXF1ZXN0Eg0KBWFsaWFzGAEgASgJEhIKCnZlcnNpb25faWQYAiABKAkiJQoUUm9sbGJhY2tBbGlhc1JlcXVlc3QSDQoFYWxpYXMYASABKAkiQAoUUmV0aXJlVmVyc2lvblJlcXVlc3QSEgoKdmVyc2lvbl9pZBgBIAEoCRIUCgxkZWxldGVfZmlsZXMYAiABKAgiKAoXTGlzdE1vZGVsQ2hhbmdlc1JlcXVlc3QSDQoFbGltaXQYASABKA0iQAoYTGlzdE1vZGVsQ2hhbmdlc1Jlc3BvbnNlEiQKB2NoYW5nZXMYASADKAsyEy5sbG0udjEuTW9kZWxDaGFuZ2UiqgEKC01vZGVsQ2hhbmdlEhIKCmF0X3VuaXhfbXMYASABKAMSDQoFYWN0b3IYAiABKAkSDgoGYWN0aW9uGAMgASgJEg0KBWFsaWFzGAQgASgJEhIKCnZlcnNpb25faWQYBSABKAkSIgoGYmVmb3JlGAYgASgLMhIubGxtLnYxLkFsaWFzUm91dGUSIQoFYWZ0ZXIYByABKAsyEi5sbG0udjEuQWxpYXNSb3V0ZTKsBgoFQWRtaW4SUQoUUmVnaXN0ZXJNb2RlbFZlcnNpb24SIy5sbG0udjEuUmVnaXN0ZXJNb2RlbFZlcnNpb25SZXF1ZXN0GhQubGxtLnYxLk1vZGVsVmVyc2lvbhJBCg1TZXRBbGlhc1JvdXRlEhwubGxtLnYxLlNldEFsaWFzUm91dGVSZXF1ZXN0GhIubGxtLnYxLkFsaWFzUm91dGUSOQoLRHJhaW5Xb3JrZXISGi5sbG0udjEuRHJhaW5Xb3JrZXJSZXF1ZXN0Gg4ubGxtLnYxLldvcmtlchI9Cg1VbmRyYWluV29ya2VyEhwubGxtLnYxLlVuZHJhaW5Xb3JrZXJSZXF1ZXN0Gg4ubGxtLnYxLldvcmtlchJGCgtMaXN0V29ya2VycxIaLmxsbS52MS5MaXN0V29ya2Vyc1JlcXVlc3QaGy5sbG0udjEuTGlzdFdvcmtlcnNSZXNwb25zZRJXChBQdXNoTW9kZWxWZXJzaW9uEh8ubGxtLnYxLlB1c2hNb2RlbFZlcnNpb25SZXF1ZXN0GiAubGxtLnYxLlB1c2hNb2RlbFZlcnNpb25SZXNwb25zZSgBEk4KEUZldGNoQXJ0aWZhY3RGaWxlEiAubGxtLnYxLkZldGNoQXJ0aWZhY3RGaWxlUmVxdWVzdBoVLmxsbS52MS5BcnRpZmFjdENodW5rMAESQwoOUHJvbW90ZVZlcnNpb24SHS5sbG0udjEuUHJvbW90ZVZlcnNpb25SZXF1ZXN0GhIubGxtLnYxLkFsaWFzUm91dGUSQQoNUm9sbGJhY2tBbGlhcxIcLmxsbS52MS5Sb2xsYmFja0FsaWFzUmVxdWVzdBoSLmxsbS52MS5BbGlhc1JvdXRlEkMKDVJldGlyZVZlcnNpb24SHC5sbG0udjEuUmV0aXJlVmVyc2lvblJlcXVlc3QaFC5sbG0udjEuTW9kZWxWZXJzaW9uElUKEExpc3RNb2RlbENoYW5nZXMSHy5sbG0udjEuTGlzdE1vZGVsQ2hhbmdlc1JlcXVlc3QaIC5sbG0udjEuTGlzdE1vZGVsQ2hhbmdlc1Jlc3BvbnNlYgZwcm90bzM", [file_llm_v1_models]);
 
 /**
  * Names an artifact to register.
@@ -212,6 +212,338 @@ export const WorkerSchema: GenMessage<Worker> = /*@__PURE__*/
   messageDesc(file_llm_v1_admin, 6);
 
 /**
+ * One message of a push: the manifest first, then file chunks.
+ *
+ * @generated from message llm.v1.PushModelVersionRequest
+ */
+export type PushModelVersionRequest = Message<"llm.v1.PushModelVersionRequest"> & {
+  /**
+   * @generated from oneof llm.v1.PushModelVersionRequest.part
+   */
+  part: {
+    /**
+     * manifest.json exactly as `llmctl build` wrote it (first message only)
+     *
+     * @generated from field: bytes manifest = 1;
+     */
+    value: Uint8Array;
+    case: "manifest";
+  } | {
+    /**
+     * a piece of one of the manifest's files
+     *
+     * @generated from field: llm.v1.ArtifactChunk chunk = 2;
+     */
+    value: ArtifactChunk;
+    case: "chunk";
+  } | { case: undefined; value?: undefined };
+
+  /**
+   * first message only: once READY, route this alias to the version ...
+   *
+   * @generated from field: string alias = 3;
+   */
+  alias: string;
+
+  /**
+   * ... with this share of its new generations (1-99, the current legs
+   *
+   * @generated from field: uint32 canary_percent = 4;
+   */
+  canaryPercent: number;
+};
+
+/**
+ * Describes the message llm.v1.PushModelVersionRequest.
+ * Use `create(PushModelVersionRequestSchema)` to create a new message.
+ */
+export const PushModelVersionRequestSchema: GenMessage<PushModelVersionRequest> = /*@__PURE__*/
+  messageDesc(file_llm_v1_admin, 7);
+
+/**
+ * A piece of one artifact file.
+ *
+ * @generated from message llm.v1.ArtifactChunk
+ */
+export type ArtifactChunk = Message<"llm.v1.ArtifactChunk"> & {
+  /**
+   * file name as the manifest lists it, e.g. "model.safetensors"
+   *
+   * @generated from field: string file = 1;
+   */
+  file: string;
+
+  /**
+   * byte offset of data in the file; a push sends each file's bytes in order
+   *
+   * @generated from field: uint64 offset = 2;
+   */
+  offset: bigint;
+
+  /**
+   * at most the server's message cap ([frontend] max_request_bytes)
+   *
+   * @generated from field: bytes data = 3;
+   */
+  data: Uint8Array;
+};
+
+/**
+ * Describes the message llm.v1.ArtifactChunk.
+ * Use `create(ArtifactChunkSchema)` to create a new message.
+ */
+export const ArtifactChunkSchema: GenMessage<ArtifactChunk> = /*@__PURE__*/
+  messageDesc(file_llm_v1_admin, 8);
+
+/**
+ * The pushed version.
+ *
+ * @generated from message llm.v1.PushModelVersionResponse
+ */
+export type PushModelVersionResponse = Message<"llm.v1.PushModelVersionResponse"> & {
+  /**
+   * as registered, with its readiness
+   *
+   * @generated from field: llm.v1.ModelVersion version = 1;
+   */
+  version?: ModelVersion | undefined;
+
+  /**
+   * the repository held this exact version already (nothing was sent on)
+   *
+   * @generated from field: bool already_present = 2;
+   */
+  alreadyPresent: boolean;
+
+  /**
+   * the alias's route after the push, when the push named an alias
+   *
+   * @generated from field: llm.v1.AliasRoute route = 3;
+   */
+  route?: AliasRoute | undefined;
+};
+
+/**
+ * Describes the message llm.v1.PushModelVersionResponse.
+ * Use `create(PushModelVersionResponseSchema)` to create a new message.
+ */
+export const PushModelVersionResponseSchema: GenMessage<PushModelVersionResponse> = /*@__PURE__*/
+  messageDesc(file_llm_v1_admin, 9);
+
+/**
+ * Names a file of a version to download.
+ *
+ * @generated from message llm.v1.FetchArtifactFileRequest
+ */
+export type FetchArtifactFileRequest = Message<"llm.v1.FetchArtifactFileRequest"> & {
+  /**
+   * "name@version"
+   *
+   * @generated from field: string version_id = 1;
+   */
+  versionId: string;
+
+  /**
+   * a file the manifest lists, or "manifest.json"
+   *
+   * @generated from field: string file = 2;
+   */
+  file: string;
+
+  /**
+   * start here (the size already downloaded)
+   *
+   * @generated from field: uint64 offset = 3;
+   */
+  offset: bigint;
+};
+
+/**
+ * Describes the message llm.v1.FetchArtifactFileRequest.
+ * Use `create(FetchArtifactFileRequestSchema)` to create a new message.
+ */
+export const FetchArtifactFileRequestSchema: GenMessage<FetchArtifactFileRequest> = /*@__PURE__*/
+  messageDesc(file_llm_v1_admin, 10);
+
+/**
+ * Which version to promote on which alias.
+ *
+ * @generated from message llm.v1.PromoteVersionRequest
+ */
+export type PromoteVersionRequest = Message<"llm.v1.PromoteVersionRequest"> & {
+  /**
+   * the alias to re-route
+   *
+   * @generated from field: string alias = 1;
+   */
+  alias: string;
+
+  /**
+   * "name@version"; empty: the route's canary (of a two-version route, the lighter leg)
+   *
+   * @generated from field: string version_id = 2;
+   */
+  versionId: string;
+};
+
+/**
+ * Describes the message llm.v1.PromoteVersionRequest.
+ * Use `create(PromoteVersionRequestSchema)` to create a new message.
+ */
+export const PromoteVersionRequestSchema: GenMessage<PromoteVersionRequest> = /*@__PURE__*/
+  messageDesc(file_llm_v1_admin, 11);
+
+/**
+ * Which alias to roll back.
+ *
+ * @generated from message llm.v1.RollbackAliasRequest
+ */
+export type RollbackAliasRequest = Message<"llm.v1.RollbackAliasRequest"> & {
+  /**
+   * @generated from field: string alias = 1;
+   */
+  alias: string;
+};
+
+/**
+ * Describes the message llm.v1.RollbackAliasRequest.
+ * Use `create(RollbackAliasRequestSchema)` to create a new message.
+ */
+export const RollbackAliasRequestSchema: GenMessage<RollbackAliasRequest> = /*@__PURE__*/
+  messageDesc(file_llm_v1_admin, 12);
+
+/**
+ * Which version to retire.
+ *
+ * @generated from message llm.v1.RetireVersionRequest
+ */
+export type RetireVersionRequest = Message<"llm.v1.RetireVersionRequest"> & {
+  /**
+   * "name@version"
+   *
+   * @generated from field: string version_id = 1;
+   */
+  versionId: string;
+
+  /**
+   * also delete its artifact from the repository once unloaded
+   *
+   * @generated from field: bool delete_files = 2;
+   */
+  deleteFiles: boolean;
+};
+
+/**
+ * Describes the message llm.v1.RetireVersionRequest.
+ * Use `create(RetireVersionRequestSchema)` to create a new message.
+ */
+export const RetireVersionRequestSchema: GenMessage<RetireVersionRequest> = /*@__PURE__*/
+  messageDesc(file_llm_v1_admin, 13);
+
+/**
+ * No filters yet.
+ *
+ * @generated from message llm.v1.ListModelChangesRequest
+ */
+export type ListModelChangesRequest = Message<"llm.v1.ListModelChangesRequest"> & {
+  /**
+   * newest first; 0: 100
+   *
+   * @generated from field: uint32 limit = 1;
+   */
+  limit: number;
+};
+
+/**
+ * Describes the message llm.v1.ListModelChangesRequest.
+ * Use `create(ListModelChangesRequestSchema)` to create a new message.
+ */
+export const ListModelChangesRequestSchema: GenMessage<ListModelChangesRequest> = /*@__PURE__*/
+  messageDesc(file_llm_v1_admin, 14);
+
+/**
+ * Recorded catalog changes.
+ *
+ * @generated from message llm.v1.ListModelChangesResponse
+ */
+export type ListModelChangesResponse = Message<"llm.v1.ListModelChangesResponse"> & {
+  /**
+   * @generated from field: repeated llm.v1.ModelChange changes = 1;
+   */
+  changes: ModelChange[];
+};
+
+/**
+ * Describes the message llm.v1.ListModelChangesResponse.
+ * Use `create(ListModelChangesResponseSchema)` to create a new message.
+ */
+export const ListModelChangesResponseSchema: GenMessage<ListModelChangesResponse> = /*@__PURE__*/
+  messageDesc(file_llm_v1_admin, 15);
+
+/**
+ * One recorded change to the catalog.
+ *
+ * @generated from message llm.v1.ModelChange
+ */
+export type ModelChange = Message<"llm.v1.ModelChange"> & {
+  /**
+   * when
+   *
+   * @generated from field: int64 at_unix_ms = 1;
+   */
+  atUnixMs: bigint;
+
+  /**
+   * who: "config", or the operator ("x-operator" metadata) and admin key fingerprint
+   *
+   * @generated from field: string actor = 2;
+   */
+  actor: string;
+
+  /**
+   * PUSH, REGISTER, SET_ROUTE, PROMOTE, ROLLBACK, RETIRE, RETIRED
+   *
+   * @generated from field: string action = 3;
+   */
+  action: string;
+
+  /**
+   * the alias changed, if any
+   *
+   * @generated from field: string alias = 4;
+   */
+  alias: string;
+
+  /**
+   * the version concerned, if any
+   *
+   * @generated from field: string version_id = 5;
+   */
+  versionId: string;
+
+  /**
+   * the alias's route before (route changes)
+   *
+   * @generated from field: llm.v1.AliasRoute before = 6;
+   */
+  before?: AliasRoute | undefined;
+
+  /**
+   * ... and after
+   *
+   * @generated from field: llm.v1.AliasRoute after = 7;
+   */
+  after?: AliasRoute | undefined;
+};
+
+/**
+ * Describes the message llm.v1.ModelChange.
+ * Use `create(ModelChangeSchema)` to create a new message.
+ */
+export const ModelChangeSchema: GenMessage<ModelChange> = /*@__PURE__*/
+  messageDesc(file_llm_v1_admin, 16);
+
+/**
  * Model rollout and worker management.
  *
  * @generated from service llm.v1.Admin
@@ -267,6 +599,72 @@ export const Admin: GenService<{
     methodKind: "unary";
     input: typeof ListWorkersRequestSchema;
     output: typeof ListWorkersResponseSchema;
+  },
+  /**
+   * Uploads a model version built by `llmctl build`: the manifest first, then every file in
+   * chunks. The server stages it, checks each file's size and sha256 against the manifest (a
+   * mismatch: INVALID_ARGUMENT, nothing kept), moves it into the repository, loads it on the
+   * workers and records it READY. The same version again is a no-op; other content under an
+   * existing version id is ALREADY_EXISTS.
+   *
+   * @generated from rpc llm.v1.Admin.PushModelVersion
+   */
+  pushModelVersion: {
+    methodKind: "client_streaming";
+    input: typeof PushModelVersionRequestSchema;
+    output: typeof PushModelVersionResponseSchema;
+  },
+  /**
+   * Streams one file of a version held in the repository, from an offset (a download resumes
+   * where it broke off); what workers use to fetch a version they lack.
+   *
+   * @generated from rpc llm.v1.Admin.FetchArtifactFile
+   */
+  fetchArtifactFile: {
+    methodKind: "server_streaming";
+    input: typeof FetchArtifactFileRequestSchema;
+    output: typeof ArtifactChunkSchema;
+  },
+  /**
+   * Routes all of an alias's new generations to one version (100%).
+   *
+   * @generated from rpc llm.v1.Admin.PromoteVersion
+   */
+  promoteVersion: {
+    methodKind: "unary";
+    input: typeof PromoteVersionRequestSchema;
+    output: typeof AliasRouteSchema;
+  },
+  /**
+   * Restores an alias's route as it was before its last change (recorded in the store).
+   *
+   * @generated from rpc llm.v1.Admin.RollbackAlias
+   */
+  rollbackAlias: {
+    methodKind: "unary";
+    input: typeof RollbackAliasRequestSchema;
+    output: typeof AliasRouteSchema;
+  },
+  /**
+   * Retires a version no alias routes to: no new generation pins it, those running finish, then
+   * the workers unload it and it is RETIRED (its files kept unless delete_files).
+   *
+   * @generated from rpc llm.v1.Admin.RetireVersion
+   */
+  retireVersion: {
+    methodKind: "unary";
+    input: typeof RetireVersionRequestSchema;
+    output: typeof ModelVersionSchema;
+  },
+  /**
+   * The recorded catalog changes (pushes, routes, promotions, rollbacks, retirements), newest first.
+   *
+   * @generated from rpc llm.v1.Admin.ListModelChanges
+   */
+  listModelChanges: {
+    methodKind: "unary";
+    input: typeof ListModelChangesRequestSchema;
+    output: typeof ListModelChangesResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_llm_v1_admin, 0);

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file llm/v1/models.proto.
  */
 export const file_llm_v1_models: GenFile = /*@__PURE__*/
-  fileDesc("ChNsbG0vdjEvbW9kZWxzLnByb3RvEgZsbG0udjEiEwoRTGlzdE1vZGVsc1JlcXVlc3QiYQoSTGlzdE1vZGVsc1Jlc3BvbnNlEiYKCHZlcnNpb25zGAEgAygLMhQubGxtLnYxLk1vZGVsVmVyc2lvbhIjCgdhbGlhc2VzGAIgAygLMhIubGxtLnYxLkFsaWFzUm91dGUi8wEKDE1vZGVsVmVyc2lvbhIMCgRuYW1lGAEgASgJEg8KB3ZlcnNpb24YAiABKAkSCgoCaWQYAyABKAkSFgoOY29udGV4dF9sZW5ndGgYBCABKA0SGQoRY29tcGF0aWJpbGl0eV9rZXkYBSABKAkSDQoFcmVhZHkYBiABKAgSFQoNcmVhZHlfd29ya2VycxgHIAEoDRIWCg53ZWlnaHRzX3NoYTI1NhgIIAEoCRIYChB0b2tlbml6ZXJfc2hhMjU2GAkgASgJEhcKD3RlbXBsYXRlX3NoYTI1NhgKIAEoCRIUCgxxdWFudGl6YXRpb24YCyABKAkiRQoKQWxpYXNSb3V0ZRINCgVhbGlhcxgBIAEoCRIoCgd0YXJnZXRzGAIgAygLMhcubGxtLnYxLldlaWdodGVkVmVyc2lvbiI1Cg9XZWlnaHRlZFZlcnNpb24SEgoKdmVyc2lvbl9pZBgBIAEoCRIOCgZ3ZWlnaHQYAiABKA0yTQoGTW9kZWxzEkMKCkxpc3RNb2RlbHMSGS5sbG0udjEuTGlzdE1vZGVsc1JlcXVlc3QaGi5sbG0udjEuTGlzdE1vZGVsc1Jlc3BvbnNlYgZwcm90bzM");
+  fileDesc("ChNsbG0vdjEvbW9kZWxzLnByb3RvEgZsbG0udjEiEwoRTGlzdE1vZGVsc1JlcXVlc3QiYQoSTGlzdE1vZGVsc1Jlc3BvbnNlEiYKCHZlcnNpb25zGAEgAygLMhQubGxtLnYxLk1vZGVsVmVyc2lvbhIjCgdhbGlhc2VzGAIgAygLMhIubGxtLnYxLkFsaWFzUm91dGUilwIKDE1vZGVsVmVyc2lvbhIMCgRuYW1lGAEgASgJEg8KB3ZlcnNpb24YAiABKAkSCgoCaWQYAyABKAkSFgoOY29udGV4dF9sZW5ndGgYBCABKA0SGQoRY29tcGF0aWJpbGl0eV9rZXkYBSABKAkSDQoFcmVhZHkYBiABKAgSFQoNcmVhZHlfd29ya2VycxgHIAEoDRIWCg53ZWlnaHRzX3NoYTI1NhgIIAEoCRIYChB0b2tlbml6ZXJfc2hhMjU2GAkgASgJEhcKD3RlbXBsYXRlX3NoYTI1NhgKIAEoCRIUCgxxdWFudGl6YXRpb24YCyABKAkSDgoGc3RhdHVzGAwgASgJEhIKCnNpemVfYnl0ZXMYDSABKAQiRQoKQWxpYXNSb3V0ZRINCgVhbGlhcxgBIAEoCRIoCgd0YXJnZXRzGAIgAygLMhcubGxtLnYxLldlaWdodGVkVmVyc2lvbiI1Cg9XZWlnaHRlZFZlcnNpb24SEgoKdmVyc2lvbl9pZBgBIAEoCRIOCgZ3ZWlnaHQYAiABKA0yTQoGTW9kZWxzEkMKCkxpc3RNb2RlbHMSGS5sbG0udjEuTGlzdE1vZGVsc1JlcXVlc3QaGi5sbG0udjEuTGlzdE1vZGVsc1Jlc3BvbnNlYgZwcm90bzM");
 
 /**
  * No filters yet.
@@ -139,6 +139,20 @@ export type ModelVersion = Message<"llm.v1.ModelVersion"> & {
    * @generated from field: string quantization = 11;
    */
   quantization: string;
+
+  /**
+   * REGISTERED, READY, DRAINING (retiring: no new pins) or RETIRED
+   *
+   * @generated from field: string status = 12;
+   */
+  status: string;
+
+  /**
+   * the artifact's files together
+   *
+   * @generated from field: uint64 size_bytes = 13;
+   */
+  sizeBytes: bigint;
 };
 
 /**
