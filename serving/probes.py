@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 
 from contracts import worker as wire
@@ -49,23 +49,20 @@ def canary_request(version: ServedVersion, request_id: str) -> WorkerRequest:
 
 
 async def send_canary(client: TritonWorker, req: WorkerRequest, timeout_s: float) -> None:
-    """Returns once the model answered the request within `timeout_s` and the request ended;
-    CanaryFailed otherwise.
+    """Returns once the model answered the request within `timeout_s`; CanaryFailed otherwise.
 
-    The first answer is the sign of life; the stream is then read on to the request's FINAL (its
-    one output token, one engine step later; the client's inactivity timeout bounds that wait), so
-    it ends as a completed request. Closing it at the first answer would cancel the Triton
-    request just as its FINAL is sent, the one moment Triton 2.51's gRPC stream handler loses a
-    cancellation: the stream's state stays CANCELLATION_ISSUED ("Waiting for the callback to
-    retrieve cancellation") and never releases the request, so Triton counts it in flight for
-    ever and the model can never unload (a retired version stayed UNLOADING)."""
+    The first answer is the sign of life. The rest of the stream (its one output token and FINAL,
+    which can wait behind long prefill steps on a slow host) is then read in the background, with
+    no say in the verdict, so the request ends as a completed one and is never cancelled:
+    cancelling a Triton request just as its FINAL is sent is the one moment Triton 2.51's gRPC
+    stream handler loses a cancellation (its state stays CANCELLATION_ISSUED, "Waiting for the
+    callback to retrieve cancellation", and never releases the request, so Triton counts it in
+    flight for ever and the model can never unload: a retired version stayed UNLOADING)."""
     chunks = client.generate(req)
+    drain = False
     try:
         async with asyncio.timeout(timeout_s):
-            first = await anext(chunks, None)
-        if first is not None:
-            async for _ in chunks:  # to the FINAL: the stream then closes without a cancellation
-                pass
+            drain = await anext(chunks, None) is not None
     except WorkerCapacityError:
         pass  # refused for memory now: the engine loop answered
     except WorkerError as e:
@@ -76,7 +73,32 @@ async def send_canary(client: TritonWorker, req: WorkerRequest, timeout_s: float
     except TimeoutError:
         raise CanaryFailed(f"canary unanswered for {timeout_s:g}s") from None
     finally:
-        await chunks.aclose()
+        if drain:
+            task = asyncio.get_running_loop().create_task(_read_to_the_end(chunks))
+            _DRAINING.add(task)
+            task.add_done_callback(_DRAINING.discard)
+        else:
+            await chunks.aclose()
+
+
+_DRAINING: set[asyncio.Task[None]] = set()  # canaries read on after their verdict (kept referenced)
+
+
+async def canaries_drained() -> None:
+    """Waits until every answered canary has been read to its end."""
+    while _DRAINING:
+        await asyncio.gather(*_DRAINING)
+
+
+async def _read_to_the_end(chunks: AsyncIterator[object]) -> None:
+    """What is left of an answered canary's stream, to its FINAL; how it ends no longer matters."""
+    try:
+        async for _ in chunks:
+            pass
+    except (WorkerError, WorkerLost, asyncio.CancelledError):
+        pass
+    finally:
+        await chunks.aclose()  # type: ignore[attr-defined]
 
 
 @dataclass(slots=True, eq=False)

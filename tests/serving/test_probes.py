@@ -13,7 +13,7 @@ from frontend.config import ModelSettings
 from frontend.liveness import Liveness
 from frontend.worker import WorkerCapacityError, WorkerChunk, WorkerError, WorkerLost, WorkerRequest
 from frontend.worker_pool import WorkerHandle
-from serving.probes import CanaryFailed, WorkerProbe, canary_request, send_canary
+from serving.probes import CanaryFailed, WorkerProbe, canaries_drained, canary_request, send_canary
 from serving.triton_host import TritonError
 from serving.workers import LocalWorker
 
@@ -94,19 +94,23 @@ def test_the_canary_is_one_prompt_token_and_one_output_token_outside_every_tenan
 async def test_a_live_model_answers_the_canary(answer: Exception | str) -> None:
     client = FakeClient(Clock(), answer)
     await send_canary(client, request(), timeout_s=30)  # type: ignore[arg-type]
+    await canaries_drained()
     assert client.closed == 1
 
 
 async def test_the_canary_reads_its_stream_to_the_final_instead_of_cancelling_it() -> None:
     client = FakeClient(Clock())
     await send_canary(client, request(), timeout_s=30)  # type: ignore[arg-type]
+    await canaries_drained()
     assert (client.closed, client.completed) == (1, 1)  # ended by its FINAL, not cancelled
 
 
-async def test_a_canary_whose_stream_breaks_after_the_admission_fails() -> None:
+async def test_after_its_answer_a_canarys_stream_has_no_say_in_the_verdict() -> None:
+    """Its one token can wait behind long prefill steps on a slow host; the admission answer
+    already showed the loop alive, so a stream that breaks after it fails nothing."""
     client = FakeClient(Clock(), LOST_AFTER_ACK)
-    with pytest.raises(CanaryFailed, match="stream lost"):
-        await send_canary(client, request(), timeout_s=30)  # type: ignore[arg-type]
+    await send_canary(client, request(), timeout_s=30)  # type: ignore[arg-type]
+    await canaries_drained()
     assert (client.closed, client.completed) == (1, 0)
 
 
