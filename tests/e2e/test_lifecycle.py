@@ -52,9 +52,12 @@ def test_worker_refuses_an_artifact_that_fails_its_checksums(artifact_dir: Path,
             (bad / p.name).symlink_to(p)
         else:
             shutil.copy2(p, bad / p.name)
-    config = json.loads((bad / "config.json").read_text())
-    config["rms_norm_eps"] = 1e-6  # a silent numerical change
-    (bad / "config.json").write_text(json.dumps(config))
+    # A silent numerical change that keeps the file's size, so it is the sha256 that catches it.
+    raw = (bad / "config.json").read_text()
+    eps = json.dumps(json.loads(raw)["rms_norm_eps"])
+    assert raw.count(eps) == 1
+    changed = raw.replace(eps, eps[:-1] + str((int(eps[-1]) + 1) % 10))
+    (bad / "config.json").write_text(changed)
     version = read_manifest(bad).version
     repo = materialize_repository([ModelDeployment("tampered", bad, version)], tmp_path / "models")
     with (

@@ -39,8 +39,19 @@ def test_real_artifact_verifies(artifact_dir: Path) -> None:
 
 def test_modified_file_is_refused(artifact_dir: Path, tmp_path: Path) -> None:
     copy = copy_artifact(artifact_dir, tmp_path / "a")
-    (copy / "chat_template.jinja").write_text("{{ messages }}")
+    template = (copy / "chat_template.jinja").read_bytes()
+    (copy / "chat_template.jinja").write_bytes(template[:-1] + (b"_" if template[-1:] != b"_" else b"-"))
     with pytest.raises(ArtifactIntegrityError, match=r"chat_template\.jinja has sha256"):
+        verify(copy)
+
+
+def test_file_of_another_size_is_refused_before_it_is_hashed(artifact_dir: Path, tmp_path: Path) -> None:
+    copy = copy_artifact(artifact_dir, tmp_path / "a")
+    size = (copy / "chat_template.jinja").stat().st_size
+    (copy / "chat_template.jinja").write_text("{{ messages }}")
+    with pytest.raises(
+        ArtifactIntegrityError, match=rf"chat_template\.jinja has 14 bytes, manifest says {size}"
+    ):
         verify(copy)
 
 
