@@ -178,6 +178,20 @@ def route_origin(session: Session, alias: str) -> RouteOrigin | None:
     return None if origin is None else RouteOrigin(origin)
 
 
+def require_servable(session: Session, version_id: str) -> None:
+    """`VersionNotServable` when the version is retiring or retired: no new generation pins it.
+
+    The row is read FOR SHARE (PostgreSQL; SQLite serializes writers anyway), so a retirement
+    that begins meanwhile waits for this transaction: once a version is DRAINING, every generation
+    pinned to it is already recorded, and a count of them (control/rollout.py
+    `active_generations`) that reaches zero stays there. A version the store does not hold passes
+    (the caller's registry decided it).
+    """
+    version = session.get(ModelVersion, version_id, with_for_update={"read": True})
+    if version is not None and version.status in (ModelVersionStatus.DRAINING, ModelVersionStatus.RETIRED):
+        raise VersionNotServable(version_id, str(version.status))
+
+
 def versions_with_status(session: Session, *statuses: ModelVersionStatus) -> list[ModelVersion]:
     return list(session.scalars(select(ModelVersion).where(ModelVersion.status.in_(statuses))))
 

@@ -10,6 +10,7 @@ from datetime import datetime
 from billing.ledger import reserve
 from control.attempts import Lease
 from control.generations import NewGeneration, create_or_get_generation
+from control.model_versions import require_servable
 from control.models import Tenant
 from control.states import GenerationState
 from datastore.store import Store
@@ -39,7 +40,7 @@ def admit(
 
     `refusal`, when given, is raised once the tenant's quotas have passed (so a quota refusal wins)
     and before the attempt starts; like every error here it leaves nothing recorded. Raises control's
-    `RequestIdConflict` and billing's `QuotaExceeded`.
+    `RequestIdConflict` and `VersionNotServable` (a retiring version), and billing's `QuotaExceeded`.
     """
     with store.transaction() as session:
         outcome = create_or_get_generation(session, new, now=now)
@@ -49,6 +50,7 @@ def admit(
         tenant = session.get(Tenant, generation.tenant_id)
         if tenant is None:
             raise LookupError(f"unknown tenant {generation.tenant_id}")
+        require_servable(session, generation.model_version_id)
         reserve(session, charge_of(generation), limits_of(tenant), now=now)
         if refusal is not None:
             raise refusal

@@ -11,13 +11,14 @@ from billing.ledger import RateUsage, TenantLoad, rate_usage, tenant_load
 from billing.models import Reservation, Watermark
 from billing.usage import UsageCounts, read_watermark
 from control.attempts import Lease
-from control.errors import RequestIdConflict
-from control.models import Attempt, Generation
+from control.errors import RequestIdConflict, VersionNotServable
+from control.model_versions import set_version_status
+from control.models import Attempt, Generation, ModelVersionStatus
 from control.states import GenerationState
 from datastore.retry import retrying
 from datastore.store import Store
 from lifecycle.admission import Admission, admit
-from tests.builders import T0, TENANT, at, new_generation, on, seed, tenant_spec
+from tests.builders import T0, TENANT, VERSION_ID, at, new_generation, on, seed, tenant_spec
 
 S = GenerationState
 
@@ -126,3 +127,18 @@ def test_an_admission_retried_after_its_commit_finds_itself_and_reserves_once(st
     assert (again.created, again.generation_id, again.state) == (False, new.generation_id, S.QUEUED)
     assert counts(store) == {"generations": 1, "attempts": 0, "reservations": 1, "usage_watermarks": 0}
     assert ledger(store)[0] == TenantLoad(1, 250)  # reserved once
+
+
+@pytest.mark.parametrize("status", [ModelVersionStatus.DRAINING, ModelVersionStatus.RETIRED])
+def test_a_retiring_version_takes_no_new_generation_and_nothing_is_recorded(
+    store: Store, status: ModelVersionStatus
+) -> None:
+    seed(store)
+    with store.transaction() as session:
+        set_version_status(session, VERSION_ID, ModelVersionStatus.DRAINING, now=T0)
+        set_version_status(session, VERSION_ID, status, now=T0)
+    with pytest.raises(VersionNotServable) as refused:
+        admit(store, new_generation("r1"), now=T0, dispatch=on("w1"))
+    assert (refused.value.version_id, refused.value.status) == (VERSION_ID, str(status))
+    assert counts(store) == NOTHING
+    assert ledger(store) == (TenantLoad(0, 0), RateUsage(T0, 0, 0))
