@@ -57,7 +57,8 @@ from bench.engine import hf_generate, load_hf
 from bench.metrics import Objectives, Outcome, summarize
 from bench.prompts import artifact_encoder, exact_prompt, workload_prompt
 from bench.workload import MIXES, PREFIX_TOKENS, Load, Mix, build_requests, loads
-from frontend.config import ModelSettings, PlatformConfig, parse_config
+from frontend.config import parse_config
+from frontend.settings import ModelSettings, PlatformConfig
 from serving import artifact_for, start_platform
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -28,7 +28,8 @@ from pathlib import Path
 import grpc
 
 from bench.prompts import WORDS
-from frontend.config import PlatformConfig, parse_config
+from frontend.config import parse_config
+from frontend.settings import PlatformConfig
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
 from serving import RunningPlatform, start_platform

@@ -25,7 +25,6 @@ from datetime import UTC, datetime
 import grpc
 
 from frontend.auth import Tenant
-from frontend.config import FrontendSettings
 from frontend.error_map import api_error
 from frontend.errors import ApiError, cursor_expired, invalid_argument
 from frontend.generations import GenerationManager, LiveGeneration, NotRetained
@@ -34,6 +33,7 @@ from frontend.reader import Follower, Reader
 from frontend.registry import ModelRegistry, ServedVersion
 from frontend.relay_client import Forwarding
 from frontend.run_loop import rejected
+from frontend.settings import FrontendSettings
 from frontend.validation import (
     DEFAULT_LIMITS,
     RequestLimits,

@@ -21,8 +21,8 @@ from grpc_status import rpc_status
 from llm_platform import ApiError, Client, Delta, Finished
 
 from frontend import cli_rollout
-from frontend.config import LOCAL_ADMIN_KEY, LOCAL_API_KEY
 from frontend.errors import error_info
+from frontend.settings import LOCAL_ADMIN_KEY, LOCAL_API_KEY
 from llm.v1 import admin_pb2, admin_pb2_grpc, models_pb2, models_pb2_grpc
 
 

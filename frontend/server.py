@@ -16,13 +16,13 @@ from grpc_reflection.v1alpha import reflection
 from frontend.admin import AdminService
 from frontend.auth import ApiKeyStore, AuthInterceptor
 from frontend.calls import FrontendCalls, frontend_calls
-from frontend.config import FrontendSettings
 from frontend.error_map import ErrorInterceptor
 from frontend.errors import ApiError
 from frontend.generations import GenerationManager
 from frontend.health import HealthCheck
 from frontend.registry import ModelRegistry
 from frontend.service import GenerationsService, ModelsService, UsageService
+from frontend.settings import FrontendSettings
 from llm.v1 import (
     admin_pb2,
     admin_pb2_grpc,

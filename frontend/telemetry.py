@@ -28,8 +28,8 @@ from opentelemetry.trace import Span, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from contracts.tier import Tier
-from frontend.config import TelemetrySettings
 from frontend.metrics import FrontendMetrics
+from frontend.settings import TelemetrySettings
 from llm.v1 import generations_pb2 as pb
 
 _PROPAGATOR = TraceContextTextMapPropagator()

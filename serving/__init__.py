@@ -22,7 +22,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from frontend.config import PlatformConfig
+from frontend.settings import PlatformConfig
 from serving.platform import Platform
 from serving.workers import artifact_for
 

@@ -18,14 +18,8 @@ import signal
 import sys
 from pathlib import Path
 
-from frontend.config import (
-    LOCAL_ADMIN_KEY,
-    LOCAL_API_KEY,
-    LOCAL_TENANT,
-    ConfigError,
-    PlatformConfig,
-    load_config,
-)
+from frontend.config import ConfigError, load_config
+from frontend.settings import LOCAL_ADMIN_KEY, LOCAL_API_KEY, LOCAL_TENANT, PlatformConfig
 from serving.fleet_frontend import FleetFrontend
 from serving.platform import Platform
 from serving.triton_host import TritonError

@@ -38,12 +38,13 @@ from datastore.store import Store, open_store
 from frontend.auth import ApiKeyStore
 from frontend.cache_salt import CacheSalts
 from frontend.catalog import CatalogCache, read_catalog, seed_catalog, store_url
-from frontend.config import PlatformConfig, check_loopback_only, require_fleet_keys
+from frontend.config import check_loopback_only, require_fleet_keys
 from frontend.errors import ApiError
 from frontend.membership import Membership
 from frontend.registry import ModelRegistry, ServedVersion, load_version
 from frontend.relay import relay_server
 from frontend.relay_client import Forwarding, RelayClient, relay_credential
+from frontend.settings import PlatformConfig
 from frontend.telemetry import tracer_provider
 from frontend.worker import TritonWorker
 from frontend.worker_directory import WorkerDirectory

@@ -30,7 +30,6 @@ from frontend.auth import ApiKeyStore
 from frontend.cache_salt import CacheSalts
 from frontend.calls import FrontendCalls, frontend_calls
 from frontend.catalog import CatalogCache, read_catalog
-from frontend.config import PlatformConfig
 from frontend.generations import GatewaySettings, GenerationManager
 from frontend.http.server import http_server
 from frontend.metrics import FrontendMetrics
@@ -40,6 +39,7 @@ from frontend.relay_client import Forwarding
 from frontend.rollout import Rollout, Undeploy
 from frontend.routing import Dispatcher
 from frontend.server import frontend_server
+from frontend.settings import PlatformConfig
 from frontend.worker_pool import WorkerPool
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -27,11 +27,12 @@ from datastore.store import Store, open_store
 from frontend.auth import ApiKeyStore
 from frontend.cache_salt import CacheSalts
 from frontend.catalog import CatalogCache, mark_ready, read_catalog, seed_catalog, store_url
-from frontend.config import PlatformConfig, check_loopback_only
+from frontend.config import check_loopback_only
 from frontend.generations import GenerationManager
 from frontend.metrics import FrontendMetrics
 from frontend.registry import ModelRegistry, ServedVersion
 from frontend.rollout import Rollout
+from frontend.settings import PlatformConfig
 from frontend.telemetry import tracer_provider
 from frontend.worker_pool import WorkerPool
 from serving.frontend_node import FrontendParts, make_dispatcher, serve_frontend

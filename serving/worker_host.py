@@ -26,7 +26,8 @@ import grpc
 from control.workers import prune_workers
 from datastore.store import Store, open_store
 from frontend.catalog import store_url
-from frontend.config import PlatformConfig, require_fleet_keys
+from frontend.config import require_fleet_keys
+from frontend.settings import PlatformConfig
 from frontend.worker_pool import WorkerPool
 from serving.artifact_fetch import fetch_version
 from serving.supervisor import Supervisor

@@ -17,8 +17,8 @@ from pathlib import Path
 from datastore.store import Store
 from engine.artifact import ArtifactIntegrityError
 from frontend.catalog import mark_ready, served_versions
-from frontend.config import ModelSettings, PlatformConfig
 from frontend.registry import ServedVersion, load_version
+from frontend.settings import ModelSettings, PlatformConfig
 from frontend.worker import TritonWorker
 from frontend.worker_pool import WorkerHandle
 from serving.deployment import materialize_repository

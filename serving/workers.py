@@ -10,14 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contracts.capacity import DEFAULT_KV_CACHE_BLOCKS
-from frontend.config import (
-    DEFAULT_MODEL_SOURCE,
-    ConfigError,
-    ModelSettings,
-    PlatformConfig,
-    WorkerSettings,
-)
+from frontend.config import ConfigError
 from frontend.registry import ServedVersion
+from frontend.settings import DEFAULT_MODEL_SOURCE, ModelSettings, PlatformConfig, WorkerSettings
 from serving.deployment import ModelDeployment
 from serving.triton import TritonServer
 

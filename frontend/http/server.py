@@ -20,8 +20,8 @@ import uvicorn
 
 from frontend.auth import ApiKeyStore
 from frontend.calls import FrontendCalls
-from frontend.config import FrontendSettings, HttpSettings
 from frontend.http.app import http_app
+from frontend.settings import FrontendSettings, HttpSettings
 
 log = logging.getLogger(__name__)
 SHUTDOWN_GRACE_S = 5  # as the gRPC server's stop(grace=5)

@@ -19,8 +19,9 @@ import pytest
 import yaml
 
 from datastore.urls import parse_store_url
-from frontend.config import PlatformConfig, parse_config
+from frontend.config import parse_config
 from frontend.metrics import FrontendMetrics
+from frontend.settings import PlatformConfig
 from serving.store_ha.patroni_config import SCOPE
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from contracts.tier import INTERACTIVE
-from frontend.config import PlatformConfig, parse_config
+from frontend.config import parse_config
+from frontend.settings import PlatformConfig
 from serving.platform import Platform
 
 KEY_ALPHA = "key-alpha"

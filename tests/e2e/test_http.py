@@ -17,8 +17,8 @@ import httpx
 import pytest
 
 from frontend.calls import frontend_calls
-from frontend.config import FrontendSettings, HttpSettings
 from frontend.http.server import http_server
+from frontend.settings import FrontendSettings, HttpSettings
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
 from serving.platform import Platform

@@ -12,8 +12,8 @@ import grpc
 import pytest
 
 from frontend.cli import main as llmctl
-from frontend.config import FrontendSettings
 from frontend.server import frontend_server
+from frontend.settings import FrontendSettings
 from llm.v1 import models_pb2, models_pb2_grpc
 from serving.platform import Platform
 from tests.e2e.conftest import KEY_ALPHA, auth

@@ -4,14 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from frontend.config import (
-    ConfigError,
-    ModelSettings,
-    check_loopback_only,
-    load_config,
-    parse_config,
-    require_fleet_keys,
-)
+from frontend.config import ConfigError, check_loopback_only, load_config, parse_config, require_fleet_keys
+from frontend.settings import ModelSettings
 from serving.platform import Platform
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
-from frontend.config import PlatformConfig, WorkerSettings, parse_config
+from frontend.config import parse_config
+from frontend.settings import PlatformConfig, WorkerSettings
 from serving.deployment import ModelDeployment, materialize_repository
 from serving.workers import engine_threads, worker_id
 
