@@ -1,6 +1,7 @@
 """The frontend's grpc.health.v1 status, recomputed for as long as it serves (never fixed at
-start-up): SERVING while every registered version is ready on at least one routable worker
-(healthy by the supervisor's verdict, not draining, and its Triton reporting the model ready),
+start-up): SERVING while every READY version is ready on at least one routable worker (healthy
+by the supervisor's verdict, not draining, and its Triton reporting the model ready; a version
+still loading after a push, retiring or retired is not counted),
 NOT_SERVING otherwise, and from the moment the frontend itself drains for its exit. It is
 recomputed every `interval_s`, and at once when the supervisor changes a worker's health
 (`WorkerPool.changed`), so a restart shows as NOT_SERVING however quickly it completes.
@@ -25,8 +26,10 @@ NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 
 async def servable(registry: ModelRegistry, pool: WorkerPool) -> bool:
-    """Every registered version is ready on at least one routable worker."""
+    """Every READY version is ready on at least one routable worker."""
     for version in list(registry.versions.values()):
+        if registry.status(version.version_id) != "READY":
+            continue
         if await ready_workers(pool, version) == 0:
             return False
     return True

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 from grpc_health.v1 import health, health_pb2
 
 from frontend.health import NOT_SERVING, SERVING, HealthCheck
+from frontend.registry import ModelRegistry
 from frontend.worker_pool import WorkerHandle, WorkerPool
 
 V1, V2 = "m@1", "m@2"
@@ -23,9 +24,11 @@ class FakeClient:
         return model in self.ready
 
 
-def registry(*version_ids: str) -> SimpleNamespace:
-    versions = {v: SimpleNamespace(version_id=v, triton_model_name=f"triton-{v}") for v in version_ids}
-    return SimpleNamespace(versions=versions)
+def registry(*version_ids: str) -> ModelRegistry:
+    reg = ModelRegistry()
+    for v in version_ids:
+        reg.versions[v] = SimpleNamespace(version_id=v, triton_model_name=f"triton-{v}")  # type: ignore[assignment]
+    return reg
 
 
 def pool_of(**workers: tuple[FakeClient, tuple[str, ...]]) -> WorkerPool:
@@ -35,9 +38,9 @@ def pool_of(**workers: tuple[FakeClient, tuple[str, ...]]) -> WorkerPool:
     return pool
 
 
-def check_of(reg: SimpleNamespace, pool: WorkerPool) -> tuple[HealthCheck, health.aio.HealthServicer]:
+def check_of(reg: ModelRegistry, pool: WorkerPool) -> tuple[HealthCheck, health.aio.HealthServicer]:
     servicer = health.aio.HealthServicer()
-    return HealthCheck(servicer, reg, pool, ("llm.v1.Generations",), interval_s=60.0), servicer  # type: ignore[arg-type]
+    return HealthCheck(servicer, reg, pool, ("llm.v1.Generations",), interval_s=60.0), servicer
 
 
 async def status(servicer: health.aio.HealthServicer, service: str = "") -> int:
@@ -59,6 +62,18 @@ async def test_serving_needs_every_version_ready_on_a_routable_worker() -> None:
     assert not await check.refresh()
     pool.workers["w1"].draining = False
     assert await check.refresh()
+
+
+async def test_a_version_loading_retiring_or_retired_is_not_required() -> None:
+    pool = pool_of(w1=(FakeClient("triton-m@1"), (V1,)))  # V2 is on no worker
+    reg = registry(V1, V2)
+    check, _ = check_of(reg, pool)
+    assert not await check.refresh()  # V2 READY (no status recorded means READY)
+    for status_of_v2 in ("REGISTERED", "DRAINING", "RETIRED"):
+        reg.statuses[V2] = status_of_v2
+        assert await check.refresh(), status_of_v2
+    reg.statuses[V2] = "READY"
+    assert not await check.refresh()
 
 
 async def test_another_worker_keeps_it_serving_while_one_is_down() -> None:
