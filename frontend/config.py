@@ -156,8 +156,11 @@ def _check_fleet(fleet: FleetSettings, attempt_lease_s: float, where: str) -> No
     if not attempt_lease_s > 0:
         raise ConfigError(f"{where}: [frontend] attempt_lease_s must be positive")
     periods = (fleet.frontend_lease_s, fleet.worker_lease_s, fleet.registry_refresh_s, fleet.drain_timeout_s)
-    if not all(isinstance(p, int | float) and p > 0 for p in periods):
-        raise ConfigError(f"{where}: [fleet] leases, registry_refresh_s and drain_timeout_s must be positive")
+    if not all(isinstance(p, int | float) and p > 0 for p in (*periods, fleet.deploy_timeout_s)):
+        raise ConfigError(
+            f"{where}: [fleet] leases, registry_refresh_s, drain_timeout_s and deploy_timeout_s "
+            "must be positive"
+        )
     if fleet.registry_refresh_s >= fleet.worker_lease_s:
         raise ConfigError(f"{where}: [fleet] registry_refresh_s must be below worker_lease_s")
     if not all(_host_port(a) for a in (fleet.relay_listen, fleet.relay_advertise) if a):

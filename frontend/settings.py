@@ -106,9 +106,11 @@ class FleetSettings:
     relay_advertise: str = ""  # host:port the other frontends dial ("": the bound relay_listen)
     frontend_key: str = ""  # the frontends' shared secret: the relay credential, the cache salts
     worker_key: str = ""  # the workers' Triton access key, shared by the frontends and worker hosts
-    # worker host: a frontend (host:port) whose repository it fetches READY versions it lacks from,
-    # with worker_key as its credential ("": it serves only the artifacts on its own disk)
+    # worker host, or a frontend other than the one pushes go to: the frontend (host:port) whose
+    # repository it fetches the versions it lacks from, into its own [repository] path, with
+    # worker_key as its credential ("": it reads them at the path the store records, a shared disk)
     repository_target: str = ""
+    deploy_timeout_s: float = 300.0  # frontend: how long a push waits for a worker host to load it
     frontend_lease_s: float = 10.0  # a frontend registration not renewed this long is gone
     worker_lease_s: float = 10.0  # a worker registration not renewed this long is dropped
     registry_refresh_s: float = 1.0  # how often a frontend re-reads the worker registry

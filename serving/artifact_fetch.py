@@ -12,8 +12,9 @@ starts it over) and raises `ArtifactIntegrityError`, so nothing unverified is ev
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import grpc
@@ -26,9 +27,35 @@ from engine.artifact import (
     sha256_file,
     verify,
 )
+from frontend.settings import PlatformConfig
 from llm.v1 import admin_pb2, admin_pb2_grpc
 
+ROOT = Path(__file__).resolve().parent.parent
 Metadata = Sequence[tuple[str, str]]
+Fetch = Callable[[str], Path]  # version id -> its verified artifact folder on this host, downloaded if absent
+log = logging.getLogger(__name__)
+
+
+def repository_fetch(cfg: PlatformConfig) -> Fetch | None:
+    """Downloads from [fleet] repository_target (Admin.FetchArtifactFile with [fleet] worker_key)
+    into this host's [repository] path; None without a target. OSError when it cannot be reached."""
+    target = cfg.fleet.repository_target
+    if not target:
+        return None
+    root = Path(cfg.repository.path)
+    root = root if root.is_absolute() else ROOT / root
+    metadata = (("authorization", f"Bearer {cfg.fleet.worker_key}"),)
+
+    def fetch(version_id: str) -> Path:
+        with grpc.insecure_channel(target) as channel:
+            try:
+                folder = fetch_version(channel, version_id, root, metadata)
+            except grpc.RpcError as e:
+                raise OSError(f"fetching {version_id} from {target} failed: {e.code().name}") from e
+        log.info("version %s is on this host (from %s)", version_id, target)
+        return folder
+
+    return fetch
 
 
 def fetch_version(channel: grpc.Channel, version_id: str, into: Path, metadata: Metadata = ()) -> Path:

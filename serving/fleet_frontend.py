@@ -7,6 +7,10 @@ itself in the store with a lease (frontend/membership.py), and serves the intern
 [fleet] relay_listen (frontend/relay.py), through which the other frontends forward Resume and
 Cancel of the generations it runs; it forwards theirs to them (frontend/relay_client.py).
 
+Model versions: a push or register here records the version and answers once a worker host has
+loaded it; a retirement ends once none advertises it; this frontend adds the READY versions that
+others pushed (serving/version_sync.py).
+
 Everything that must hold across replicas lives in the store: generation identity and ownership,
 attempts and leases (any frontend's sweeper interrupts a dead one's), tenant quotas (conditional
 updates in the admission transaction, billing/ledger.py), the catalog. What stays in memory is a
@@ -27,17 +31,20 @@ import hmac
 import logging
 import secrets
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
 import grpc
 from opentelemetry.sdk.trace import SpanProcessor
 
+from control.model_versions import register_version
+from control.models import ModelVersion, ModelVersionStatus
+from datastore.locks import exclusive
 from datastore.store import Store, open_store
 from frontend.auth import ApiKeyStore
 from frontend.cache_salt import CacheSalts
-from frontend.catalog import CatalogCache, read_catalog, seed_catalog, store_url
+from frontend.catalog import CATALOG_WRITES, CatalogCache, read_catalog, seed_catalog, store_url, version_spec
 from frontend.config import check_loopback_only, require_fleet_keys
 from frontend.errors import ApiError
 from frontend.membership import Membership
@@ -49,9 +56,11 @@ from frontend.telemetry import tracer_provider
 from frontend.worker import TritonWorker
 from frontend.worker_directory import WorkerDirectory
 from frontend.worker_pool import WorkerPool
+from serving.artifact_fetch import repository_fetch
 from serving.frontend_node import FrontendParts, RunningFrontend, make_dispatcher, serve_frontend
 from serving.stream_canaries import StreamCanaries
 from serving.triton import GRPC_ACCESS_HEADER
+from serving.version_sync import ArtifactSource, FrontendVersions
 from serving.worker_set import stored_versions
 from serving.workers import artifact_for
 
@@ -88,7 +97,7 @@ class FleetFrontend:
         now = datetime.now(UTC)
         seed_catalog(self.store, self.cfg.tenants, [(m.alias, v) for m, v in configured], now=now)
         versions = [v for _, v in configured]
-        versions += stored_versions(self.store, {v.version_id for v in versions})
+        versions += stored_versions(self.store, {v.version_id for v in versions}, repository_fetch(self.cfg))
         for version in versions:
             self.registry.add_version(version)
         for model, version in configured:  # until a worker registers the version's pool
@@ -121,6 +130,10 @@ class FleetFrontend:
         dispatcher = make_dispatcher(cfg, self.pool)
         directory.on_change = dispatcher.pump
         directory.start()
+        versions = FrontendVersions(
+            self.store, self.registry, ArtifactSource(repository_fetch(cfg)), cfg.frontend.catalog_refresh_s
+        )
+        versions.start()
         f = cfg.frontend
         canaries = StreamCanaries(
             self.pool,
@@ -162,6 +175,7 @@ class FleetFrontend:
                     self.running = None
                     await self.membership.leave()
         finally:
+            await versions.close()
             await canaries.close()
             await directory.close()
             await relay.close()
@@ -180,19 +194,60 @@ class FleetFrontend:
         return done
 
     async def deploy_version(self, version: ServedVersion) -> None:
-        """Admin's RegisterModelVersion in the fleet: worker hosts load the versions of their
-        config and those READY in the store when they start; none is pushed to a running one."""
-        raise ApiError(
-            grpc.StatusCode.FAILED_PRECONDITION,
-            "DEPLOY_ON_WORKER_HOSTS",
-            f"a fleet frontend starts no workers: add {version.version_id} to the worker hosts' "
-            "[[models]] and restart them",
-        )
+        """Admin's RegisterModelVersion or PushModelVersion in the fleet: the version is recorded
+        (REGISTERED), every worker host loads it on its own and records it READY
+        (serving/version_sync.py), and this waits until one has: it is advertised in a live
+        registration and READY in the store. UNAVAILABLE NOT_LOADED after [fleet] deploy_timeout_s
+        (it stays recorded: it loads when a host can, and the same push or register, sent again,
+        waits again)."""
+        assert self.store is not None
+        version_id = version.version_id
+        await asyncio.to_thread(self._register, version)
+        self.registry.statuses.setdefault(version_id, "REGISTERED")  # not READY (nor its health) yet
+        self.registry.add_version(version)
+        if not await self._until(lambda: self._advertised(version_id) and self._ready(version_id)):
+            raise ApiError(
+                grpc.StatusCode.UNAVAILABLE,
+                "NOT_LOADED",
+                f"{version_id} is recorded, but no worker host loaded it within "
+                f"{self.cfg.fleet.deploy_timeout_s:.0f}s (their logs say why); it loads when one can",
+            )
+        log.info("version %s loaded by the worker hosts", version_id)
 
     async def undeploy_version(self, version_id: str) -> None:
-        """Admin's RetireVersion in the fleet: worker hosts load READY versions only, so a retired
-        one is gone from each at its next restart; none is unloaded from a running one."""
-        log.info("version %s retired: worker hosts drop it at their next start", version_id)
+        """Admin's RetireVersion in the fleet, once the version's generations ended: each worker
+        host unloads it on its own (serving/version_sync.py); this waits until no live registration
+        advertises it, so RETIRED is recorded after the unloads. TimeoutError after [fleet]
+        deploy_timeout_s (the retirement asks again, frontend/rollout.py)."""
+        if not await self._until(lambda: not self._advertised(version_id)):
+            raise TimeoutError(f"a worker host still serves {version_id}")
+        log.info("version %s unloaded by the worker hosts", version_id)
+
+    def _register(self, version: ServedVersion) -> None:
+        assert self.store is not None
+        with self.store.transaction() as s:
+            exclusive(s, CATALOG_WRITES)
+            register_version(s, version_spec(version), now=datetime.now(UTC))
+
+    def _advertised(self, version_id: str) -> bool:
+        return any(version_id in w.capacity for w in self.pool.workers.values())
+
+    def _ready(self, version_id: str) -> bool:
+        assert self.store is not None
+        with self.store.transaction() as s:
+            row = s.get(ModelVersion, version_id)
+            return row is not None and row.status is ModelVersionStatus.READY
+
+    async def _until(self, condition: Callable[[], bool]) -> bool:
+        """Polls `condition` (blocking: run in a thread) each registry refresh; False once
+        [fleet] deploy_timeout_s passed without it holding."""
+        fleet = self.cfg.fleet
+        deadline = asyncio.get_running_loop().time() + fleet.deploy_timeout_s
+        while not await asyncio.to_thread(condition):
+            if asyncio.get_running_loop().time() > deadline:
+                return False
+            await asyncio.sleep(fleet.registry_refresh_s)
+        return True
 
     def close(self) -> None:
         self.tracer_provider.force_flush()

@@ -122,16 +122,15 @@ class Supervisor:
         with self.store.transaction() as s:
             for handle in self.pool.workers.values():
                 health = WorkerHealth.SERVING if handle.healthy else WorkerHealth.NOT_SERVING
-                loaded = tuple(sorted(handle.capacity)) if handle.healthy else ()
+                capacity = dict(handle.capacity)  # one snapshot: a version sync may replace it meanwhile
+                loaded = tuple(sorted(capacity)) if handle.healthy else ()
                 report = WorkerReport(
                     worker_id=handle.worker_id,
                     address=handle.address,
                     health=health,
-                    free_blocks=max(0, sum(handle.free_blocks(v) for v in handle.capacity)),
+                    free_blocks=max(0, sum(handle.free_blocks(v) for v in capacity)),
                     loaded_versions=loaded,
-                    pools={
-                        v: VersionPool(handle.capacity[v], self.pool.block_size.get(v, 16)) for v in loaded
-                    },
+                    pools={v: VersionPool(capacity[v], self.pool.block_size.get(v, 16)) for v in loaded},
                     lease_for=timedelta(seconds=self.lease_s),
                 )
                 heartbeat(s, report, now=now)

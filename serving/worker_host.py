@@ -5,9 +5,11 @@ registers each worker in the store: its advertised address, loaded versions and 
 health, and a lease that every heartbeat extends. No frontend is its parent: frontends find it in
 the registry (frontend/worker_directory.py).
 
-A READY version whose artifact is not on this host is fetched from [fleet] repository_target (a
-frontend's repository, Admin.FetchArtifactFile with worker_key; serving/artifact_fetch.py) and
-verified before it is loaded; without a target it is logged and left out.
+While it runs, its versions follow the store (serving/version_sync.py): one pushed or registered
+anywhere is loaded, one retired is unloaded once its last generation ended. With [fleet]
+repository_target, each artifact comes from this host's [repository] path, fetched there first
+from that frontend (Admin.FetchArtifactFile with worker_key; serving/artifact_fetch.py) and
+verified before it is loaded; without, from the path the store records.
 
 Triton's restricted protocols need [fleet] worker_key, the access key the frontends hold too. A
 clean exit (SIGTERM) ends the registrations first, so frontends stop routing here, then stops the
@@ -21,16 +23,15 @@ import logging
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import grpc
-
 from control.workers import prune_workers
 from datastore.store import Store, open_store
 from frontend.catalog import store_url
 from frontend.config import require_fleet_keys
 from frontend.settings import PlatformConfig
 from frontend.worker_pool import WorkerPool
-from serving.artifact_fetch import fetch_version
+from serving.artifact_fetch import repository_fetch
 from serving.supervisor import Supervisor
+from serving.version_sync import ArtifactSource, HostVersions
 from serving.worker_set import LocalWorkers
 from serving.workers import LocalWorker
 
@@ -44,27 +45,10 @@ class WorkerHost:
         require_fleet_keys(cfg, "worker_key")
         self.cfg = cfg
         work = Path(cfg.triton.work_dir) if work_dir is None else work_dir
-        fetch = self._fetch if cfg.fleet.repository_target else None
-        self.local = LocalWorkers(
-            cfg, work if work.is_absolute() else ROOT / work, cfg.fleet.worker_key, fetch
-        )
+        self.fetch = repository_fetch(cfg)
+        work = work if work.is_absolute() else ROOT / work
+        self.local = LocalWorkers(cfg, work, cfg.fleet.worker_key, self.fetch)
         self.store: Store | None = None
-
-    def _fetch(self, version_id: str) -> Path:
-        """Downloads a READY version this host lacks from [fleet] repository_target into its own
-        [repository] path, verified; OSError when the frontend cannot be reached."""
-        root = Path(self.cfg.repository.path)
-        root = root if root.is_absolute() else ROOT / root
-        meta = (("authorization", f"Bearer {self.cfg.fleet.worker_key}"),)
-        with grpc.insecure_channel(self.cfg.fleet.repository_target) as channel:
-            try:
-                folder = fetch_version(channel, version_id, root, meta)
-            except grpc.RpcError as e:
-                raise OSError(
-                    f"fetching {version_id} from {self.cfg.fleet.repository_target} failed: {e.code().name}"
-                ) from e
-        log.info("version %s fetched from %s", version_id, self.cfg.fleet.repository_target)
-        return folder
 
     @property
     def workers(self) -> list[LocalWorker]:
@@ -102,9 +86,19 @@ class WorkerHost:
         )
         await asyncio.to_thread(supervisor.heartbeat)
         supervisor.start()
+        versions = HostVersions(
+            self.store,
+            self.local,
+            pool,
+            ArtifactSource(self.fetch),
+            lambda: asyncio.to_thread(supervisor.heartbeat),
+            f.catalog_refresh_s,
+        )
+        versions.start()
         try:
             await stop.wait()
         finally:
+            await versions.close()
             await supervisor.close()
             try:
                 await asyncio.to_thread(supervisor.retire)

@@ -10,7 +10,6 @@ Worker i serves every configured model with `workers > i`, and every version reg
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from frontend.registry import ServedVersion, load_version
 from frontend.settings import ModelSettings, PlatformConfig
 from frontend.worker import TritonWorker
 from frontend.worker_pool import WorkerHandle
+from serving.artifact_fetch import Fetch
 from serving.deployment import materialize_repository
 from serving.triton import TritonServer
 from serving.workers import (
@@ -35,7 +35,6 @@ from serving.workers import (
 
 log = logging.getLogger(__name__)
 Deployed = tuple[ModelSettings, ServedVersion]
-Fetch = Callable[[str], Path]  # version id -> its verified artifact folder, downloaded
 
 
 class LocalWorkers:
@@ -106,9 +105,10 @@ class LocalWorkers:
         """Loads a verified version on every worker (blocking); reloaded if a worker restarts."""
         deployed = deployment(settings, version, engine_threads(self.cfg))
         materialize_repository([deployed], self.work_dir / "models")
-        for worker in self.workers:
+        for worker in self.workers:  # a second call after a partial failure loads the rest
             worker.server.load_model(version.triton_model_name)
-            worker.versions.append((settings, version))
+            if all(v.version_id != version.version_id for _, v in worker.versions):
+                worker.versions.append((settings, version))
         self.deployments.append((settings, version))
 
     def unload_everywhere(self, version_id: str) -> None:
@@ -144,15 +144,16 @@ class LocalWorkers:
 
 
 def stored_versions(store: Store, skip: set[str], fetch: Fetch | None = None) -> list[ServedVersion]:
-    """The READY versions in the store but those in `skip`, verified; one whose artifact is not on
-    this host is fetched first when `fetch` is given. One whose artifact is missing or fails
-    verification is logged and left out."""
+    """The READY versions in the store but those in `skip`, verified. With `fetch` ([fleet]
+    repository_target), each is taken from this host's repository, downloaded there first if absent
+    (the recorded path is the pushing frontend's); without, from the recorded path. One whose
+    artifact is missing or fails verification is logged and left out."""
     found = []
     for version_id, path in served_versions(store):
         if version_id in skip:
             continue
         try:
-            if not (path / "manifest.json").is_file() and fetch is not None:
+            if fetch is not None:
                 path = fetch(version_id)
             found.append(load_version(path))
         except (ArtifactIntegrityError, OSError, KeyError, ValueError) as e:

@@ -92,13 +92,14 @@ def new_generation(
     generation_id: str | None = None,
     input_tokens: int = 50,
     output_tokens: int = 200,
+    model_version_id: str = VERSION_ID,
 ) -> NewGeneration:
     return NewGeneration(
         generation_id=generation_id or f"g-{tenant_id}-{request_id}-{payload}",
         tenant_id=tenant_id,
         request_id=request_id,
         payload_sha256=sha(payload),
-        model_version_id=VERSION_ID,
+        model_version_id=model_version_id,
         reserved_input_tokens=input_tokens,
         reserved_output_tokens=output_tokens,
     )

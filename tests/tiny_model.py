@@ -8,6 +8,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from frontend.cli import main as llmctl
+
 TINY_CONFIG: dict[str, Any] = {
     "architectures": ["LlamaForCausalLM"],
     "model_type": "llama",
@@ -64,3 +66,10 @@ def tiny_hf_folder(artifact_dir: Path, into: Path, seed: int = 0) -> Path:
     template = (artifact_dir / "chat_template.jinja").read_text()
     (into / "tokenizer_config.json").write_text(json.dumps({"chat_template": template}))
     return into
+
+
+def tiny_artifact(artifact_dir: Path, root: Path, seed: int, name: str = "tiny") -> Path:
+    """A tiny model built into the platform's artifact with `llmctl build` (a version of `name`)."""
+    hf = tiny_hf_folder(artifact_dir, root / f"hf-{seed}", seed=seed)
+    assert llmctl(["build", str(hf), str(root / f"art-{seed}"), "--name", name]) == 0
+    return root / f"art-{seed}"

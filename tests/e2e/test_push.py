@@ -20,6 +20,7 @@ from pathlib import Path
 import grpc
 import pytest
 import pytest_asyncio
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from engine.artifact import ArtifactIntegrityError, read_manifest
 from frontend.cli import main as llmctl
@@ -30,7 +31,7 @@ from serving.artifact_fetch import fetch_version
 from serving.platform import Platform
 from tests.e2e.conftest import KEY_ALPHA, auth, platform_config
 from tests.e2e.test_errors import expect_error
-from tests.tiny_model import tiny_hf_folder
+from tests.tiny_model import tiny_artifact
 
 ADMIN_KEY = "key-admin-push"
 ALIAS = "smollm2-135m"
@@ -41,13 +42,7 @@ LIMIT = 24 << 20  # [repository] max_push_bytes: a tiny artifact is ~16 MiB
 def tiny(artifact_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, Path]]:
     """Built artifacts of two tiny models (seeds 0 and 1): two versions of the model "tiny"."""
     root = tmp_path_factory.mktemp("tiny")
-    yield {s: _built(artifact_dir, root, s) for s in (0, 1)}
-
-
-def _built(artifact_dir: Path, root: Path, seed: int) -> Path:
-    hf = tiny_hf_folder(artifact_dir, root / f"hf-{seed}", seed=seed)
-    assert llmctl(["build", str(hf), str(root / f"art-{seed}"), "--name", "tiny"]) == 0
-    return root / f"art-{seed}"
+    yield {s: tiny_artifact(artifact_dir, root, s) for s in (0, 1)}
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
@@ -287,6 +282,8 @@ async def test_build_push_canary_promote_rollback_retire(ch, pushed, tiny, capsy
     assert {v.id: v.status for v in listed.versions}[v2] == "RETIRED"
     assert not (repo / "tiny" / v2.partition("@")[2]).exists()  # delete_files
     assert (await asyncio.to_thread(triton.repository_index))[name] == "UNAVAILABLE"
+    health = await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest())
+    assert health.status == health_pb2.HealthCheckResponse.SERVING  # a retired version needs no worker
 
     changes = (
         await admin_stub.ListModelChanges(admin_pb2.ListModelChangesRequest(), metadata=admin())

@@ -65,7 +65,7 @@ def test_one_generation_costs_one_transaction_per_step(store: Store) -> None:
     begins = 1 if store.dialect == "sqlite" else 0
     statements = {step: (c.statements - begins * c.transactions, c.transactions) for step, c in costs.items()}
     assert statements == {
-        "admit": (11, 1),
+        "admit": (12, 1),  # with the version's status, read FOR SHARE (a retiring one pins nothing)
         "start_attempt": (4, 1),
         "usage": (4, 1),  # one batch: shared by every report the aggregator gathered meanwhile
         "renew (per round)": (4, 1),  # every live generation of the frontend: 3 statements each + 1
@@ -73,6 +73,6 @@ def test_one_generation_costs_one_transaction_per_step(store: Store) -> None:
         "get_generation": (2, 1),
     }
     if store.dialect == "postgresql":  # + BEGIN and COMMIT, + the pool's liveness ping at checkout
-        assert costs["admit"].round_trips == 11 + 2 + 1
+        assert costs["admit"].round_trips == 12 + 2 + 1
         per_generation = sum(costs[s].round_trips for s in ("admit", "start_attempt", "usage", "finish"))
-        assert per_generation == 42
+        assert per_generation == 43

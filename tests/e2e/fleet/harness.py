@@ -1,6 +1,8 @@
 """The fleet of the fleet tests: two worker hosts and two frontends, each its own process tree
 (`python -m serving worker|frontend --config …`, started in its own session), over one PostgreSQL
-schema, on free loopback ports drawn anew at every start.
+schema, on free loopback ports (a worker host's drawn anew at every start, a frontend's kept).
+Each role has its own [repository] path; the worker hosts and the second frontend fetch the
+versions they lack from the first frontend's ([fleet] repository_target), as separate machines would.
 
 A role is ready when the store and the frontends say so: a frontend answers health SERVING and its
 ListWorkers shows every running worker healthy. Waits are on those conditions, with generous hang
@@ -74,6 +76,11 @@ class Role:
     proc: subprocess.Popen[bytes] | None = None
     ports: dict[str, int] = field(default_factory=dict)
     starts: int = 0
+    repository_from: Role | None = None  # the frontend whose repository it fetches versions from
+
+    @property
+    def repository(self) -> Path:
+        return self.work / self.name / "repository"
 
     @property
     def address(self) -> str:
@@ -93,13 +100,16 @@ class Role:
 
     def config(self) -> dict[str, Any]:
         cfg = {k: (dict(v) if isinstance(v, dict) else v) for k, v in self.base.items()}
+        cfg["repository"] = {"path": str(self.repository)}
+        if self.repository_from is not None:
+            cfg["fleet"]["repository_target"] = self.repository_from.address
         if self.kind == "frontend":
-            self.ports = {"grpc": free_port(), "metrics": free_port(), "relay": free_port()}
+            self.ports = self.ports or self.draw_ports()
             cfg["frontend"]["listen"] = self.address
             cfg["frontend"]["metrics_listen"] = f"127.0.0.1:{self.ports['metrics']}"
             cfg["fleet"]["relay_listen"] = f"127.0.0.1:{self.ports['relay']}"
         else:
-            self.ports = {"grpc": free_port(), "http": free_port(), "metrics": free_port()}
+            self.ports = self.draw_ports()
             cfg["triton"] = {
                 "grpc_port": self.ports["grpc"],
                 "http_port": self.ports["http"],
@@ -109,6 +119,10 @@ class Role:
             }
             cfg["worker"] = {"name": self.name}
         return cfg
+
+    def draw_ports(self) -> dict[str, int]:
+        names = ("grpc", "metrics", "relay") if self.kind == "frontend" else ("grpc", "http", "metrics")
+        return {name: free_port() for name in names}
 
     def start(self) -> None:
         self.starts += 1
@@ -137,6 +151,7 @@ class Role:
             return
         tail = log_tail(self.log)
         if ("already in use" in tail or "cannot listen" in tail) and self.starts < 5:
+            self.ports = {}
             self.start()
             return
         raise AssertionError(f"{self.name} exited ({self.proc.returncode}):\n{tail}")
@@ -165,8 +180,10 @@ class Role:
 
 class Fleet:
     def __init__(self, base: dict[str, Any], work: Path) -> None:
-        self.frontends = [Role("frontend", f"f{i}", base, work) for i in (1, 2)]
-        self.workers = [Role("worker", f"w{i}", base, work) for i in (1, 2)]
+        first = Role("frontend", "f1", base, work)
+        first.ports = first.draw_ports()  # the others' repository_target before it starts
+        self.frontends = [first, Role("frontend", "f2", base, work, repository_from=first)]
+        self.workers = [Role("worker", f"w{i}", base, work, repository_from=first) for i in (1, 2)]
 
     @property
     def roles(self) -> list[Role]:

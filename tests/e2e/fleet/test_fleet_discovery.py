@@ -14,10 +14,8 @@ import pytest
 from bench.prompts import artifact_encoder, exact_prompt
 from control.workers import VersionPool, registered_workers
 from datastore.store import Store
-from llm.v1 import admin_pb2, admin_pb2_grpc, models_pb2, models_pb2_grpc
-from tests.e2e.artifacts import variant_artifact
-from tests.e2e.conftest import auth
-from tests.e2e.fleet.client import MODEL, Reason, generate, read_rest, reason_of, request
+from llm.v1 import admin_pb2, admin_pb2_grpc
+from tests.e2e.fleet.client import Reason, generate, read_rest, request
 from tests.e2e.fleet.conftest import KV_BLOCKS
 from tests.e2e.fleet.harness import Fleet, admin
 from tests.e2e.worker_metrics import scrape_url, wait_until_idle_at
@@ -85,26 +83,3 @@ async def test_two_frontends_racing_for_one_workers_last_blocks_never_overcommit
     for url in urls:
         idle = await wait_until_idle_at(url, timeout_s=120)
         assert idle["llm_worker_kv_blocks:used"] == 0
-
-
-async def test_a_fleet_frontend_refuses_to_deploy_a_version_itself(
-    channels: tuple[grpc.aio.Channel, grpc.aio.Channel], artifact_dir: Path, tmp_path: Path
-) -> None:
-    """It starts no workers: a verified new version is refused FAILED_PRECONDITION, naming where
-    versions are loaded (the worker hosts' config), and nothing is recorded."""
-    folder, digest = variant_artifact(artifact_dir, tmp_path / "v2")
-    register = admin_pb2.RegisterModelVersionRequest(
-        name=MODEL, artifact_uri=str(folder), manifest_sha256=digest
-    )
-    with pytest.raises(grpc.aio.AioRpcError) as refused:
-        await admin_pb2_grpc.AdminStub(channels[0]).RegisterModelVersion(
-            register, metadata=admin(), timeout=180
-        )
-    assert (refused.value.code(), reason_of(refused.value)) == (
-        grpc.StatusCode.FAILED_PRECONDITION,
-        "DEPLOY_ON_WORKER_HOSTS",
-    )
-    listed = await models_pb2_grpc.ModelsStub(channels[1]).ListModels(
-        models_pb2.ListModelsRequest(), metadata=auth()
-    )
-    assert len(listed.versions) == 1

@@ -128,7 +128,7 @@ async def test_a_rolling_restart_under_steady_load_loses_no_admitted_request(
             assert frontend.proc is not None
             frontend.proc.send_signal(signal.SIGTERM)
             assert await asyncio.to_thread(frontend.proc.wait, 180) == 0
-            frontend.start()  # a new process: a new frontend id, new ports
+            frontend.start()  # a new process: a new frontend id, the same ports
             await asyncio.to_thread(fleet.wait_ready, frontend)
         await served(3)
     finally:
