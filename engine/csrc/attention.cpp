@@ -46,6 +46,75 @@ void rope_store_impl(const at::Tensor& qkv, const at::Tensor& cos, const at::Ten
   }
 }
 
+#if LLM_AVX512
+// The common shape (head dim 64, up to 4 query heads per kv head), with each head's query and
+// output held in registers across the context: a key or value row is loaded (and widened from
+// bf16) once for the whole group, and no output row goes through memory per position.
+constexpr int64_t D64 = 64, C64 = D64 / simd::W;
+
+template <int G, typename T>
+void scores_d64(const float* qs, const T* kp, const int64_t* row, int64_t bs, int64_t hkv, int64_t kvh,
+                int64_t ctx, float scale, float* scores) {
+  simd::V qv[G][C64];
+  for (int g = 0; g < G; ++g)
+    for (int64_t c = 0; c < C64; ++c) qv[g][c] = simd::mul(simd::load(qs + g * D64 + c * simd::W), simd::set1(scale));
+  for (int64_t p = 0; p < ctx; ++p) {
+    const T* k = kp + ((row[p / bs] * bs + p % bs) * hkv + kvh) * D64;
+    simd::V kv[C64];
+    for (int64_t c = 0; c < C64; ++c) kv[c] = simd::load(k + c * simd::W);
+    for (int g = 0; g < G; ++g) {
+      simd::V acc = simd::mul(qv[g][0], kv[0]);
+      for (int64_t c = 1; c < C64; ++c) acc = simd::fmadd(qv[g][c], kv[c], acc);
+      scores[g * ctx + p] = simd::hsum(acc);
+    }
+  }
+}
+
+template <int G, typename T>
+void weighted_values_d64(const float* scores, const T* vp, const int64_t* row, int64_t bs, int64_t hkv,
+                         int64_t kvh, int64_t ctx, float* os) {
+  simd::V o[G][C64];
+  for (int g = 0; g < G; ++g)
+    for (int64_t c = 0; c < C64; ++c) o[g][c] = simd::zero();
+  for (int64_t p = 0; p < ctx; ++p) {
+    const T* v = vp + ((row[p / bs] * bs + p % bs) * hkv + kvh) * D64;
+    simd::V vv[C64];
+    for (int64_t c = 0; c < C64; ++c) vv[c] = simd::load(v + c * simd::W);
+    for (int g = 0; g < G; ++g) {
+      const simd::V w = simd::set1(scores[g * ctx + p]);
+      for (int64_t c = 0; c < C64; ++c) o[g][c] = simd::fmadd(w, vv[c], o[g][c]);
+    }
+  }
+  for (int g = 0; g < G; ++g)
+    for (int64_t c = 0; c < C64; ++c) simd::store(os + g * D64 + c * simd::W, o[g][c]);
+}
+
+// True when the fast path ran the group's scores (then `values` runs its output the same way).
+template <typename T>
+bool scores_fast(int64_t d, int64_t groupsz, const float* qs, const T* kp, const int64_t* row, int64_t bs,
+                 int64_t hkv, int64_t kvh, int64_t ctx, float scale, float* scores) {
+  if (d != D64) return false;
+  switch (groupsz) {
+    case 1: scores_d64<1>(qs, kp, row, bs, hkv, kvh, ctx, scale, scores); return true;
+    case 2: scores_d64<2>(qs, kp, row, bs, hkv, kvh, ctx, scale, scores); return true;
+    case 3: scores_d64<3>(qs, kp, row, bs, hkv, kvh, ctx, scale, scores); return true;
+    case 4: scores_d64<4>(qs, kp, row, bs, hkv, kvh, ctx, scale, scores); return true;
+    default: return false;
+  }
+}
+
+template <typename T>
+void values_fast(int64_t groupsz, const float* scores, const T* vp, const int64_t* row, int64_t bs, int64_t hkv,
+                 int64_t kvh, int64_t ctx, float* os) {
+  switch (groupsz) {
+    case 1: weighted_values_d64<1>(scores, vp, row, bs, hkv, kvh, ctx, os); break;
+    case 2: weighted_values_d64<2>(scores, vp, row, bs, hkv, kvh, ctx, os); break;
+    case 3: weighted_values_d64<3>(scores, vp, row, bs, hkv, kvh, ctx, os); break;
+    default: weighted_values_d64<4>(scores, vp, row, bs, hkv, kvh, ctx, os); break;
+  }
+}
+#endif
+
 template <typename T>
 void decode_impl(const at::Tensor& q, const at::Tensor& kc, const at::Tensor& vc, const at::Tensor& tables,
                  const at::Tensor& lens, at::Tensor& out) {
@@ -62,7 +131,12 @@ void decode_impl(const at::Tensor& q, const at::Tensor& kc, const at::Tensor& vc
       const int64_t seq = task / hkv, kvh = task % hkv, ctx = len[seq];
       const float* qs = qp + (seq * hq + kvh * groupsz) * d;  // the group's query heads, [groupsz, D]
       scores.assign(groupsz * ctx, 0.0f);
-      for (int64_t p = 0; p < ctx; ++p) {
+      const int64_t* row = tab + seq * width;  // the sequence's block table
+      bool fast = false;
+#if LLM_AVX512
+      fast = scores_fast(d, groupsz, qs, kp, row, bs, hkv, kvh, ctx, scale, scores.data());
+#endif
+      for (int64_t p = 0; p < ctx && !fast; ++p) {
         const int64_t slot = tab[seq * width + p / bs] * bs + p % bs;
         const T* k = kp + (slot * hkv + kvh) * d;
         for (int64_t g = 0; g < groupsz; ++g) {
@@ -98,6 +172,12 @@ void decode_impl(const at::Tensor& q, const at::Tensor& kc, const at::Tensor& vc
         for (int64_t p = 0; p < ctx; ++p) sc[p] *= inv;
       }
       float* os = op + (seq * hq + kvh * groupsz) * d;
+#if LLM_AVX512
+      if (fast) {
+        values_fast(groupsz, scores.data(), vp, row, bs, hkv, kvh, ctx, os);
+        continue;
+      }
+#endif
       std::fill(os, os + groupsz * d, 0.0f);
       for (int64_t p = 0; p < ctx; ++p) {
         const int64_t slot = tab[seq * width + p / bs] * bs + p % bs;

@@ -132,8 +132,14 @@ def test_rope_store_rotates_q_and_k_and_writes_k_and_v_into_their_slots(dtype: t
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_paged_decode_attention_reads_each_context_through_its_block_table(dtype: torch.dtype) -> None:
-    hq, hkv, d, bs = 9, 3, 64, 4
+@pytest.mark.parametrize(
+    ("hq", "hkv", "d"),
+    [(9, 3, 64), (4, 4, 64), (8, 2, 64), (10, 2, 32)],  # the register path (D 64, groups of 1-4); another
+)
+def test_paged_decode_attention_reads_each_context_through_its_block_table(
+    dtype: torch.dtype, hq: int, hkv: int, d: int
+) -> None:
+    bs = 4
     kc = torch.randn(16, bs, hkv, d).to(dtype)
     vc = torch.randn(16, bs, hkv, d).to(dtype)
     tables = torch.tensor([[7, 2, 9, 0], [3, 0, 0, 0], [15, 14, 1, 4]])  # padded with block 0
