@@ -1,6 +1,7 @@
 """`python -m bench <suite>`: engine (engine/ against transformers), billing (usage ingestion),
 fairness (tenants' interactive TTFT under another tenant's long documents, fair share vs FCFS),
-quality (quantized versions' greedy agreement and perplexity against fp32), soak (random cancels,
+quality (quantized versions' greedy agreement and perplexity against fp32), profile (where a
+decode step's time goes at batch 1, 8 and 32), soak (random cancels,
 disconnects and resumes for minutes, then the books are checked), hostile (health latency while
 oversized requests are refused),
 serve (the platform over gRPC against transformers and llama.cpp on a seeded workload; compare is
@@ -16,6 +17,7 @@ SUITES = {
     "billing": "bench.billing",
     "fairness": "bench.fairness",
     "quality": "bench.quality",
+    "profile": "bench.step_profile",
     "serve": "bench.serve",
     "soak": "bench.soak",
     "hostile": "bench.hostile",

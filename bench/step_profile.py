@@ -1,0 +1,112 @@
+"""Where a decode step's time goes: the engine in-process on the default model (a quantization
+scheme of it), at each batch size, every sequence decoding, under torch's profiler.
+
+    matmul      the projections and the LM head (our q4/q8 kernels, or PyTorch's mm/linear)
+    attention   paged decode attention, and the K/V writes into the cache
+    norm/act    RMSNorm (fused with the residual add), rotary, SiLU x up
+    sampling    argmax / top-k / softmax / multinomial over the sampled rows
+    other       the rest of the step's wall time: the scheduler, block tables, Python, the copies
+
+Threads as a worker on this machine runs them: one torch thread less than the CPUs (at least
+one), and the kernels' own pool on every CPU (serving/workers.py, engine/kernels.py). Run:
+`python -m bench profile [--quantization int4] [--batches 1,8,32] [--steps 16] [--prompt 128]`; prints a table
+and writes var/bench/step-profile-<scheme>.json. Timing only: never a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from engine import kernels
+from engine.engine import Engine, EngineConfig, EngineRequest
+from engine.model import LlamaForCausalLM
+
+CATEGORIES = {
+    "matmul": ("q4_linear", "q8_linear", "aten::mm", "aten::addmm", "aten::linear", "aten::bmm", "pack_mm"),
+    "attention": ("attention", "write_kv", "index_copy", "scaled_dot_product"),
+    "norm/act": ("rms_norm", "silu", "rotary", "rope"),
+    "sampling": ("argmax", "topk", "softmax", "multinomial", "sample"),
+}
+STEP_OPS = ("aten::", "llm::")  # leaf ops: their self time adds up without counting a parent twice
+
+
+def category(op: str) -> str | None:
+    if not op.startswith(STEP_OPS):
+        return None
+    for name, needles in CATEGORIES.items():
+        if any(n in op for n in needles):
+            return name
+    return "other ops"
+
+
+def profile_batch(model: LlamaForCausalLM, batch: int, steps: int, prompt: int) -> dict[str, float]:
+    """Milliseconds per decode step by category, with `batch` sequences decoding after `prompt`
+    tokens each (prefilled in one step first, so every sequence decodes in every measured step)."""
+    blocks = batch * ((prompt + steps + 2 + 15) // 16 + 1)
+    config = EngineConfig(num_blocks=blocks, max_num_seqs=batch, max_num_batched_tokens=batch * prompt)
+    engine = Engine(model, config)
+    for i in range(batch):
+        ids = tuple(100 + (i * 37 + j) % 20_000 for j in range(prompt))
+        engine.add_request(EngineRequest(f"b{i}", ids, steps + 2))  # no stop ids: never early
+    engine.step()  # the prefill, and every sequence's first token
+    engine.step()
+    assert len(engine.scheduler.running) == batch and engine.last_batch_tokens == batch
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        start = time.perf_counter()
+        for _ in range(steps):
+            engine.step()
+        wall = (time.perf_counter() - start) * 1000 / steps
+    spent: dict[str, float] = dict.fromkeys([*CATEGORIES, "other ops"], 0.0)
+    for event in prof.key_averages():
+        name = category(event.key)
+        if name is not None:
+            spent[name] += event.self_cpu_time_total / 1000 / steps
+    spent["other ops"] = max(0.0, wall - sum(v for k, v in spent.items() if k != "other ops"))
+    return {"step": wall, **spent}
+
+
+def main() -> int:
+    from engine.weights import load_model
+    from prebuild.artifact import DEFAULT_NAME, ensure_artifact
+    from prebuild.kernels import ensure_kernels
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quantization", choices=("none", "int8", "int4"), default="int4")
+    parser.add_argument("--batches", default="1,8,32")
+    parser.add_argument("--steps", type=int, default=16)
+    parser.add_argument("--prompt", type=int, default=128, help="tokens per sequence before decoding")
+    parser.add_argument("--no-kernels", action="store_true", help="eager PyTorch only")
+    parser.add_argument("--out", type=Path, default=Path("var/bench"))
+    args = parser.parse_args()
+    cpus = len(os.sched_getaffinity(0))
+    torch.set_num_threads(max(1, cpus - 1))
+    isa = "none"
+    if not args.no_kernels:
+        isa = kernels.load(ensure_kernels())
+        kernels.set_threads(cpus)
+    model = load_model(
+        ensure_artifact(DEFAULT_NAME, quantization=args.quantization),
+        torch.float32,
+        None,
+        isa not in ("none", "scalar"),
+    )
+    batches = [int(b) for b in args.batches.split(",")]
+    results = {b: profile_batch(model, b, args.steps, args.prompt) for b in batches}
+    heads = ["step", *CATEGORIES, "other ops"]
+    threads = torch.get_num_threads()
+    print(f"{args.quantization}, kernels {isa}, {threads} torch thread(s): ms per decode step")
+    print("| batch | " + " | ".join(heads) + " |")
+    print("|" + " ---: |" * (len(heads) + 1))
+    for b, r in results.items():
+        print(f"| {b} | " + " | ".join(f"{r[h]:.1f}" for h in heads) + " |")
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"step-profile-{args.quantization}.json"
+    path.write_text(json.dumps({"isa": isa, "quantization": args.quantization, "steps": results}, indent=2))
+    return 0
