@@ -2,7 +2,7 @@
 fairness (tenants' interactive TTFT under another tenant's long documents, fair share vs FCFS),
 quality (quantized versions' greedy agreement and perplexity against fp32), soak (random cancels,
 disconnects and resumes for minutes, then the books are checked), hostile (health latency while
-oversized requests are refused),
+oversized requests are refused), startup (launch to ready, cold and warm),
 serve (the platform over gRPC against transformers and llama.cpp on a seeded workload; compare is
 the same)."""
 
@@ -19,6 +19,7 @@ SUITES = {
     "serve": "bench.serve",
     "soak": "bench.soak",
     "hostile": "bench.hostile",
+    "startup": "bench.startup",
     "compare": "bench.serve",
 }
 
