@@ -125,6 +125,10 @@ class TritonServer:
             f"--cache-directory={self.install.caches}",
             f"--id={self.server_id}",
             "--model-control-mode=explicit",
+            # the repository's configs are complete (serving/deployment.py): without this, the Python
+            # backend runs a stub of its own per load only to ask the model to complete its config
+            # (~2.5 s a model: a process, the interpreter, torch, then torn down)
+            "--disable-auto-complete-config",
             f"--grpc-address={self.host}",
             f"--http-address={self.host}",
             f"--metrics-address={self.host}",
