@@ -18,12 +18,14 @@ import signal
 import sys
 from pathlib import Path
 
+from engine.artifact import remember_checks_in
 from frontend.config import ConfigError, load_config
 from frontend.settings import LOCAL_ADMIN_KEY, LOCAL_API_KEY, LOCAL_TENANT, PlatformConfig
 from serving.fleet_frontend import FleetFrontend
 from serving.platform import Platform
 from serving.triton_host import TritonError
 from serving.worker_host import WorkerHost
+from serving.workers import VERIFIED_DIR
 
 log = logging.getLogger("serving")
 
@@ -84,6 +86,7 @@ async def _serve_worker(host: WorkerHost) -> None:
 
 
 def _run(role: str | None, cfg: PlatformConfig) -> int:
+    remember_checks_in(VERIFIED_DIR)  # artifact files verified before and unchanged are not hashed again
     if role == "frontend":
         frontend = FleetFrontend(cfg)
         try:

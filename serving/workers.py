@@ -99,6 +99,8 @@ def kernels_library(model: ModelSettings) -> str:
 
 # measured step costs kept between loads (serving/worker/step_cost_cache.py); delete to measure again
 STEP_COST_DIR = Path(__file__).resolve().parent.parent / "var" / "step-cost"
+# artifact files already verified, by file identity (engine/file_digests.py); delete to hash them again
+VERIFIED_DIR = Path(__file__).resolve().parent.parent / "var" / "verified"
 
 
 def deployment(m: ModelSettings, v: ServedVersion, intra_op_threads: int = 0) -> ModelDeployment:
@@ -117,6 +119,7 @@ def deployment(m: ModelSettings, v: ServedVersion, intra_op_threads: int = 0) ->
         intra_op_threads=intra_op_threads,
         kernels_library=kernels_library(m),
         step_cost_cache=str(STEP_COST_DIR),
+        verified_dir=str(VERIFIED_DIR),
     )
 
 

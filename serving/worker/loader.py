@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from engine import cost_model, kernels, step_budget
-from engine.artifact import ArtifactIntegrityError, Manifest, read_manifest, verify
+from engine.artifact import ArtifactIntegrityError, Manifest, read_manifest, remember_checks_in, verify
 from engine.config import DTYPES, resolve_dtype
 from engine.engine import Engine, EngineConfig
 from engine.model import LlamaForCausalLM
@@ -29,7 +29,10 @@ def start_worker(d: ModelDeployment, metrics_api: MetricsApi, log: Log) -> Worke
     The worker checks every file itself, whatever the frontend checked: it is the process that
     reads the weights, and a worker host may hold its own copy of the artifact. The hashing (which
     releases the GIL) runs beside the weights' load and the step cost; nothing is served, and the
-    loop does not start, before it has passed."""
+    loop does not start, before it has passed. Files recorded as verified (d.verified_dir) and
+    unchanged since are not hashed again."""
+    if d.verified_dir:
+        remember_checks_in(Path(d.verified_dir))
     manifest = read_manifest(d.artifact_dir)
     if manifest.version != d.version:
         raise ValueError(f"artifact version {manifest.version} != configured {d.version}")
