@@ -61,14 +61,20 @@ def _load(
     kv_dtype_name = dtype_name if d.kv_cache_dtype == "auto" else d.kv_cache_dtype
     # the scalar build is the kernels' correctness path for hosts without AVX2: eager PyTorch is faster
     use_kernels = isa not in ("none", "scalar")
-    model = torch_thread.call(load_model, d.artifact_dir, dtype, None, use_kernels)
-    # a configured budget is fixed; 0: each step's is sized from the cost measured here
-    cost = None
+    # a configured budget is fixed; 0: each step's is sized from the cost measured here, or cached
+    key: str | None = None
+    cached: StepCost | None = None
     if not d.max_num_batched_tokens:
         key = step_cost_cache.cache_key(
             manifest.version_id, dtype_name, kv_dtype_name, d.kernels_library, threads, kernel_threads
         )
-        cost = torch_thread.call(_step_cost, model, dtype_name, d.step_cost_cache, key, log)
+        cached = step_cost_cache.load(Path(d.step_cost_cache), key) if d.step_cost_cache else None
+    measuring = key is not None and cached is None
+    with step_cost_cache.loading(Path(d.step_cost_cache) if d.step_cost_cache else None, measuring):
+        model = torch_thread.call(load_model, d.artifact_dir, dtype, None, use_kernels)
+        cost = None
+        if key is not None:
+            cost = torch_thread.call(_step_cost, model, dtype_name, d.step_cost_cache, key, cached, log)
     config = EngineConfig(
         num_blocks=d.kv_cache_blocks,
         block_size=d.block_size,
@@ -101,11 +107,12 @@ def _load(
     return adapter, torch_thread, loaded
 
 
-def _step_cost(model: LlamaForCausalLM, dtype_name: str, cache: str, key: str, log: Log) -> StepCost:
-    """This machine's step cost: cached from an earlier load (then a warm-up step instead), else
-    measured by a few timed steps (which also warm the kernels up) and cached."""
+def _step_cost(
+    model: LlamaForCausalLM, dtype_name: str, cache: str, key: str, cost: StepCost | None, log: Log
+) -> StepCost:
+    """This machine's step cost: `cost`, cached from an earlier load (then a warm-up step instead),
+    else measured by a few timed steps (which also warm the kernels up) and cached."""
     dtype = DTYPES[dtype_name]
-    cost = step_cost_cache.load(Path(cache), key) if cache else None
     origin = "cached"
     if cost is None:
         cost, origin = cost_model.measure(model, dtype), "measured"
