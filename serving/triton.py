@@ -114,9 +114,8 @@ class TritonServer:
         return self
 
     def launch(self) -> None:
-        """Starts the server's process, not waiting for it (wait_live() does); TritonError when a
-        port is taken. The process gets SIGTERM when the thread that launched it ends (the
-        parent-death signal follows the thread): launch from a thread that outlives the server."""
+        """Starts the server's process (wait_live() waits for it); TritonError when a port is taken.
+        The parent-death signal follows the launching thread: launch from one that outlives it."""
         ensure_free(self.host, grpc=self.grpc_port, http=self.http_port, metrics=self.metrics_port)
         self.server_id = f"llm-worker-{secrets.token_hex(8)}"
         backend_dir = assemble_backend_dir(self.install, self.work_dir / "backends")
@@ -133,9 +132,7 @@ class TritonServer:
             f"--cache-directory={self.install.caches}",
             f"--id={self.server_id}",
             "--model-control-mode=explicit",
-            # the repository's configs are complete (serving/deployment.py): without this, the Python
-            # backend runs a stub of its own per load only to ask the model to complete its config
-            # (~2.5 s a model: a process, the interpreter, torch, then torn down)
+            # our configs are complete: else the Python backend starts a stub per load only to ask for it
             "--disable-auto-complete-config",
             f"--grpc-address={self.host}",
             f"--http-address={self.host}",
