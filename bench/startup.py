@@ -9,8 +9,9 @@ Each run launches `python -m serving` as a child process with the default models
 on free loopback ports, a store and a Triton work folder of this invocation (the first run creates
 and migrates the store, the later ones find it), and stops it with SIGTERM once measured. The first
 run is cold: the start-up caches under var/ (measured step costs, var/step-cost; checksums already
-verified, var/verified) are deleted first, so it measures and hashes everything again; the others
-are warm (second start, caches filled). The operating system's page cache is left as it is: the
+verified, var/verified; torch's version and ABI for the kernels' key, var/kernels/.torch-*.json)
+are deleted first, so it measures, hashes and imports everything again (the kernels' build itself
+is kept: that is set-up); the others are warm (second start, caches filled). The operating system's page cache is left as it is: the
 artifacts have been read before any run. Take the machine to yourself while it runs.
 
 Run: `python -m bench startup [--warm 2] [--no-cold]`. Prints one line per run and the child's log
@@ -42,7 +43,7 @@ from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
 
 ROOT = Path(__file__).resolve().parent.parent
-CACHES = (ROOT / "var" / "step-cost", ROOT / "var" / "verified")
+CACHES = (ROOT / "var" / "step-cost", ROOT / "var" / "verified")  # and var/kernels/.torch-*.json
 READY_LINE = "Ctrl-C stops everything"
 ADDRESS_PREFIX = "llm platform: gRPC frontend on "
 ALIASES = (DEFAULT_MODEL_ALIAS, DEFAULT_INT4_ALIAS)
@@ -154,6 +155,8 @@ def one_run(kind: str, config: Path, log: Path, timeout_s: float) -> Run:
     if kind == "cold":
         for cache in CACHES:
             shutil.rmtree(cache, ignore_errors=True)
+        for record in (ROOT / "var" / "kernels").glob(".torch-*.json"):
+            record.unlink()
     child = Child(config)
     try:
         ready = child.wait_ready(timeout_s)
