@@ -11,8 +11,9 @@ and migrates the store, the later ones find it), and stops it with SIGTERM once 
 run is cold: the start-up caches under var/ (measured step costs, var/step-cost; checksums already
 verified, var/verified; torch's version and ABI for the kernels' key, var/kernels/.torch-*.json)
 are deleted first, so it measures, hashes and imports everything again (the kernels' build itself
-is kept: that is set-up); the others are warm (second start, caches filled). The operating system's page cache is left as it is: the
-artifacts have been read before any run. Take the machine to yourself while it runs.
+is kept: that is set-up); the others are warm (second start, caches filled). The operating
+system's page cache is left as it is: the artifacts have been read before any run. Take the
+machine to yourself while it runs.
 
 Run: `python -m bench startup [--warm 2] [--no-cold]`. Prints one line per run and the child's log
 lines with the second at which each arrived (var/bench/startup-<run>.log, and its tritonserver's
