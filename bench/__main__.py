@@ -3,7 +3,7 @@ fairness (tenants' interactive TTFT under another tenant's long documents, fair 
 quality (quantized versions' greedy agreement and perplexity against fp32), profile (where a
 decode step's time goes at batch 1, 8 and 32), soak (random cancels,
 disconnects and resumes for minutes, then the books are checked), hostile (health latency while
-oversized requests are refused),
+oversized requests are refused), startup (launch to ready, cold and warm),
 serve (the platform over gRPC against transformers and llama.cpp on a seeded workload; compare is
 the same)."""
 
@@ -21,6 +21,7 @@ SUITES = {
     "serve": "bench.serve",
     "soak": "bench.soak",
     "hostile": "bench.hostile",
+    "startup": "bench.startup",
     "compare": "bench.serve",
 }
 

@@ -11,9 +11,11 @@ call `verify()` and refuse to serve anything that does not match its manifest.
 
 One process hashes each file once: a load passes several checks in the frontend (the set-up step
 that picks the artifact, the registry that loads it) and `verify()` remembers the digest of every
-file it hashed by the file's identity (device, inode, size, mtime, ctime). Any write to a file
-changes its ctime, so a changed file is hashed again. The worker is another process: it hashes
-every file itself when it loads the weights.
+file it hashed by the file's identity (device, inode, size, mtime, ctime; engine/file_digests.py).
+Any write to a file changes its ctime, so a changed file is hashed again. A process that called
+`remember_checks_in(folder)` keeps those digests in `folder` too and trusts the ones other
+processes left there (the frontend and every worker: var/verified), so a warm start reads the
+manifest and stats the files, and hashes only what changed since.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+
+from engine.file_digests import FileDigests
+from engine.file_digests import sha256_file as sha256_file  # prebuild/ and tests hash through it
 
 MANIFEST = "manifest.json"
 FORMAT = 1
@@ -65,32 +70,14 @@ class Manifest:
         )
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
+# the digests of the files this process checked (in memory; on disk too after remember_checks_in)
+checked_files = FileDigests()
 
 
-class _CheckedFiles:
-    """sha256 of the files this process has hashed, valid while the file is unchanged."""
-
-    def __init__(self) -> None:
-        self._digests: dict[Path, tuple[tuple[int, ...], str]] = {}
-
-    def sha256(self, path: Path) -> str:
-        st = path.stat()  # before reading: a write during the hash changes ctime, so it is hashed again
-        identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-        known = self._digests.get(path)
-        if known is not None and known[0] == identity:
-            return known[1]
-        digest = sha256_file(path)
-        self._digests[path] = (identity, digest)
-        return digest
-
-
-_checked = _CheckedFiles()
+def remember_checks_in(folder: Path) -> None:
+    """Keeps the digests of the files this process checks in `folder` (one record per file
+    identity) and trusts those other processes recorded there."""
+    checked_files.folder = folder
 
 
 def derive_version(files: dict[str, str]) -> str:
@@ -139,12 +126,14 @@ def parse_manifest(data: bytes, where: str = "manifest") -> Manifest:
         raise ArtifactIntegrityError(f"{where} is missing or has a malformed field: {e}") from e
 
 
-def verify(artifact_dir: Path) -> Manifest:
+def verify(artifact_dir: Path, digests: FileDigests | None = None) -> Manifest:
     """Checks every file against the manifest's sha256; returns the manifest.
 
     Raises ArtifactIntegrityError on a missing or modified file, or a version that does not match
-    the checksums (a manifest edited to fit changed files).
+    the checksums (a manifest edited to fit changed files). digests: where files' digests are
+    remembered (None: this process's `checked_files`).
     """
+    digests = checked_files if digests is None else digests
     manifest = read_manifest(artifact_dir)
     if derive_version(manifest.files) != manifest.version:
         raise ArtifactIntegrityError(f"{artifact_dir}: manifest version does not match its checksums")
@@ -156,7 +145,7 @@ def verify(artifact_dir: Path) -> Manifest:
         if manifest.sizes is not None and size != manifest.sizes.get(name):
             want = manifest.sizes.get(name)
             raise ArtifactIntegrityError(f"{artifact_dir}: {name} has {size} bytes, manifest says {want}")
-        actual = _checked.sha256(path)
+        actual = digests.sha256(path)
         if actual != expected:
             raise ArtifactIntegrityError(
                 f"{artifact_dir}: {name} has sha256 {actual[:12]}…, manifest says {expected[:12]}…"

@@ -28,7 +28,6 @@ from engine.artifact import (
     sha256_file,
     verify,
 )
-from engine.quant import SCHEMES
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS_DIR = ROOT / "var" / "models"
@@ -181,6 +180,8 @@ def _build(models_dir: Path, name: str, write: Callable[[Path], Manifest]) -> Pa
 
 
 def main() -> None:
+    from engine.quant import SCHEMES  # torch: a serving start that finds its artifacts never imports it
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--name", default=DEFAULT_NAME)
     parser.add_argument("--models-dir", type=Path, default=MODELS_DIR)

@@ -6,6 +6,10 @@ everything the binary depends on (the sources, the flags, torch's version, the c
 and the CPU's instruction-set flags), so an edit, an upgrade or another CPU type builds a new one
 and an unchanged machine reuses the last build. A lock keeps concurrent set-ups from racing; the
 library is written under a temporary name and renamed into place. Run: `python -m prebuild.kernels`.
+
+Finding the key needs torch's version and C++ ABI, and importing torch for them costs a serving
+start 1-1.5 s: they are kept in `var/kernels/.torch-<identity>.json`, keyed by the file identity
+(engine/file_digests.py) of torch's version.py and compiled core, which a new torch install changes.
 """
 
 from __future__ import annotations
@@ -14,11 +18,15 @@ import argparse
 import concurrent.futures
 import fcntl
 import hashlib
+import importlib.util
+import json
 import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from engine.file_digests import identity_of
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ROOT / "engine" / "csrc"
@@ -37,6 +45,33 @@ def _torch_paths() -> tuple[str, Path, Path, bool]:
 
     base = Path(torch.__file__).parent
     return torch.__version__, base / "include", base / "lib", bool(torch._C._GLIBCXX_USE_CXX11_ABI)
+
+
+def _torch_build(records: Path) -> tuple[str, bool]:
+    """torch's version and C++ ABI: recorded in `records` for this install, else from torch."""
+    spec = importlib.util.find_spec("torch")
+    base = Path(spec.origin).parent if spec is not None and spec.origin else None
+    core = sorted(base.glob("_C.*.so")) if base is not None else []
+    if base is None or not core:
+        version, _, _, abi = _torch_paths()  # not a layout we know: ask torch itself
+        return version, abi
+    install = [identity_of((base / "version.py").stat()), identity_of(core[0].stat())]
+    record = records / f".torch-{hashlib.sha256(json.dumps(install).encode()).hexdigest()[:16]}.json"
+    try:
+        raw = json.loads(record.read_text())
+        if raw["install"] == [list(i) for i in install]:
+            return str(raw["version"]), bool(raw["abi"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    version, _, _, abi = _torch_paths()
+    try:
+        records.mkdir(parents=True, exist_ok=True)
+        tmp = record.with_name(f"{record.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"install": install, "version": version, "abi": abi}))
+        tmp.replace(record)
+    except OSError:
+        pass  # read-only: the next start imports torch again
+    return version, abi
 
 
 def _cpu_flags() -> list[str]:
@@ -59,9 +94,10 @@ def _flags() -> tuple[str, ...]:
     return (*FLAGS, f"-march={os.environ.get('LLM_KERNELS_MARCH', 'native')}")
 
 
-def build_key() -> str:
-    """What the binary depends on, hashed: a new key means a new build."""
-    version, _, _, abi = _torch_paths()
+def build_key(records: Path = KERNELS_DIR) -> str:
+    """What the binary depends on, hashed: a new key means a new build. records: where torch's
+    version and ABI are kept between processes."""
+    version, abi = _torch_build(records)
     cxx = subprocess.run([_compiler(), "--version"], capture_output=True, text=True, check=False).stdout
     digest = hashlib.sha256()
     for part in (version, str(abi), cxx, " ".join(_flags()), " ".join(_cpu_flags())):
@@ -103,7 +139,7 @@ def build(out: Path) -> None:
 
 def ensure_kernels(kernels_dir: Path = KERNELS_DIR) -> Path:
     """The library for this machine and these sources, built first if it is not there yet."""
-    folder = kernels_dir / build_key()
+    folder = kernels_dir / build_key(kernels_dir)
     library = folder / LIBRARY
     if library.is_file():
         return library

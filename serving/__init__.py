@@ -12,21 +12,34 @@ triton.py      locates the `tritonserver` binary in the nvidia-pytriton wheel an
 deployment.py  one model version as a Triton model: its settings, and the model repository
 worker/        the CPU worker inside Triton's Python-backend stub: the adapter over engine/
 
-`start_platform` is the public way to run the platform from Python (benchmarks, tools)."""
+`start_platform` is the public way to run the platform from Python (benchmarks, tools).
+
+Importing this package imports none of them: Triton's Python-backend stub imports serving/worker/
+only, and would otherwise spend ~0.6 s of every model load importing the frontend and SQLAlchemy."""
 
 from __future__ import annotations
 
 import asyncio
+import importlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from frontend.settings import PlatformConfig
-from serving.platform import Platform
-from serving.workers import artifact_for
+if TYPE_CHECKING:
+    from frontend.settings import PlatformConfig
+    from serving.platform import Platform
+    from serving.workers import artifact_for
 
 __all__ = ["Platform", "RunningPlatform", "artifact_for", "start_platform"]
+_LAZY = {"Platform": "serving.platform", "artifact_for": "serving.workers"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'serving' has no attribute {name!r}")
 
 
 @dataclass(slots=True, frozen=True)
@@ -42,6 +55,8 @@ async def start_platform(
 ) -> AsyncIterator[RunningPlatform]:
     """Starts the workers and the frontend (what `make serve` runs), yields its addresses, and stops
     all of it on exit. HTTP is served only when `http_listen` names an address ("127.0.0.1:0")."""
+    from serving.platform import Platform
+
     platform = Platform(cfg, work_dir=work_dir)
     await asyncio.to_thread(platform.start_workers)
     try:

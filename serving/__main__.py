@@ -17,13 +17,18 @@ import logging
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from engine.artifact import remember_checks_in
 from frontend.config import ConfigError, load_config
 from frontend.settings import LOCAL_ADMIN_KEY, LOCAL_API_KEY, LOCAL_TENANT, PlatformConfig
-from serving.fleet_frontend import FleetFrontend
 from serving.platform import Platform
 from serving.triton_host import TritonError
-from serving.worker_host import WorkerHost
+from serving.workers import VERIFIED_DIR
+
+if TYPE_CHECKING:  # each fleet role is imported when it runs: `make serve` starts sooner without them
+    from serving.fleet_frontend import FleetFrontend
+    from serving.worker_host import WorkerHost
 
 log = logging.getLogger("serving")
 
@@ -84,7 +89,10 @@ async def _serve_worker(host: WorkerHost) -> None:
 
 
 def _run(role: str | None, cfg: PlatformConfig) -> int:
+    remember_checks_in(VERIFIED_DIR)  # artifact files verified before and unchanged are not hashed again
     if role == "frontend":
+        from serving.fleet_frontend import FleetFrontend
+
         frontend = FleetFrontend(cfg)
         try:
             asyncio.run(_serve_frontend(frontend))
@@ -92,6 +100,8 @@ def _run(role: str | None, cfg: PlatformConfig) -> int:
             frontend.close()
         return 0
     if role == "worker":
+        from serving.worker_host import WorkerHost
+
         host = WorkerHost(cfg)
         try:
             host.start()

@@ -40,6 +40,7 @@ class ModelDeployment:
     kernels_library: str = ""  # the engine's compiled kernels (prebuild/kernels.py); "": eager PyTorch
     kernel_threads: int = 0  # threads of the kernels' work-claiming pool; 0: every CPU the worker may use
     step_cost_cache: str = ""  # folder of measured step costs (serving/worker/step_cost_cache.py); "": none
+    verified_dir: str = ""  # folder of files' recorded digests (engine/file_digests.py); "": hash every file
 
     def parameters(self) -> dict[str, str]:
         """The config.pbtxt parameters: every field but the name and the instance count."""

@@ -24,6 +24,7 @@ import grpc
 from opentelemetry.sdk.trace import SpanProcessor
 
 from datastore.store import Store, open_store
+from engine.artifact import remember_checks_in
 from frontend.auth import ApiKeyStore
 from frontend.cache_salt import CacheSalts
 from frontend.catalog import CatalogCache, mark_ready, read_catalog, seed_catalog, store_url
@@ -39,7 +40,7 @@ from serving.frontend_node import FrontendParts, make_dispatcher, serve_frontend
 from serving.supervisor import Supervisor
 from serving.triton import TritonServer
 from serving.worker_set import LocalWorkers
-from serving.workers import LocalWorker, kv_blocks
+from serving.workers import VERIFIED_DIR, LocalWorker, kv_blocks
 
 ROOT = Path(__file__).resolve().parent.parent
 log = logging.getLogger(__name__)
@@ -92,7 +93,9 @@ class Platform:
         """Opens the store (migrating it) and seeds it with the config, starts the Triton workers
         and loads what the store says to serve: the configured versions (`[[models]] workers = N`:
         on the first N workers) and every other READY version (registered through Admin: on every
-        worker). Then records them READY and loads the catalog cache."""
+        worker). Then records them READY and loads the catalog cache. Artifact files verified by an
+        earlier start and unchanged since are not hashed again (var/verified)."""
+        remember_checks_in(VERIFIED_DIR)
         self.store = open_store(store_url(self.cfg.store.url), timeout_s=self.cfg.store.timeout_s)
         try:
             configured = self.local.configured()

@@ -109,6 +109,13 @@ class TritonServer:
     def start(self, timeout_s: float = 60.0) -> TritonServer:
         """Launches the server and waits until it is live; TritonError when a port is taken, or the
         server exits or does not answer as this launch in time."""
+        self.launch()
+        self.wait_live(timeout_s)
+        return self
+
+    def launch(self) -> None:
+        """Starts the server's process (wait_live() waits for it); TritonError when a port is taken.
+        The parent-death signal follows the launching thread: launch from one that outlives it."""
         ensure_free(self.host, grpc=self.grpc_port, http=self.http_port, metrics=self.metrics_port)
         self.server_id = f"llm-worker-{secrets.token_hex(8)}"
         backend_dir = assemble_backend_dir(self.install, self.work_dir / "backends")
@@ -125,6 +132,8 @@ class TritonServer:
             f"--cache-directory={self.install.caches}",
             f"--id={self.server_id}",
             "--model-control-mode=explicit",
+            # our configs are complete: else the Python backend starts a stub per load only to ask for it
+            "--disable-auto-complete-config",
             f"--grpc-address={self.host}",
             f"--http-address={self.host}",
             f"--metrics-address={self.host}",
@@ -148,8 +157,6 @@ class TritonServer:
                 env=env,
                 start_new_session=True,
             )
-        self._wait_live(timeout_s)
-        return self
 
     def _trace_args(self) -> list[str]:
         if not self.trace_url:
@@ -168,7 +175,9 @@ class TritonServer:
 
         return grpcclient.InferenceServerClient(self.grpc_url)
 
-    def _wait_live(self, timeout_s: float) -> None:
+    def wait_live(self, timeout_s: float = 60.0) -> None:
+        """Waits until the launched server is live and answers as this launch; TritonError (the
+        server stopped) when it exits or does not in `timeout_s`."""
         deadline = time.monotonic() + timeout_s
         client = self._client()
         try:

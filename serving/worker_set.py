@@ -67,10 +67,8 @@ class LocalWorkers:
         what it started and raises (TritonError for a port in use or a server that would not start)."""
         stored = self._stored_versions(store, {v.version_id for _, v in configured})
         deployments = configured + stored
-        threads = engine_threads(self.cfg)
-        repo = materialize_repository(
-            [deployment(m, v, threads) for m, v in deployments], self.work_dir / "models"
-        )
+        repo = self.work_dir / "models"
+        repo.mkdir(parents=True, exist_ok=True)
         t, tel, w = self.cfg.triton, self.cfg.telemetry, self.cfg.worker
         try:
             for i in range(max(m.workers for m, _ in configured)):
@@ -87,9 +85,13 @@ class LocalWorkers:
                 )
                 versions = [(m, v) for m, v in configured if m.workers > i] + stored
                 address = f"{w.advertise_host}:{server.grpc_port}" if w.advertise_host else ""
-                worker = LocalWorker(worker_id(w, server.grpc_port, i), server, versions, address)
-                self.workers.append(worker)
-                server.start()
+                self.workers.append(LocalWorker(worker_id(w, server.grpc_port, i), server, versions, address))
+            for worker in self.workers:  # they start (~1.5 s) while the repository is written
+                worker.server.launch()
+            threads = engine_threads(self.cfg)
+            materialize_repository([deployment(m, v, threads) for m, v in deployments], repo)
+            for worker in self.workers:
+                worker.server.wait_live()
                 worker.load()
                 log.info("worker %s ready on %s", worker.worker_id, worker.advertised)
             mark_ready(store, [v for _, v in deployments], now=datetime.now(UTC))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import socket
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,8 +52,13 @@ class LocalWorker:
         return self.address or self.server.grpc_url
 
     def load(self) -> None:
-        for _, version in self.versions:
-            self.server.load_model(version.triton_model_name)
+        """Loads every version at once (blocking): Triton loads models requested together side by
+        side, so their stubs start, import torch and warm up overlapped. The first failure raises,
+        once every load has ended."""
+        names = [version.triton_model_name for _, version in self.versions]
+        with ThreadPoolExecutor(max(1, len(names)), thread_name_prefix="load") as loads:
+            for done in [loads.submit(self.server.load_model, name) for name in names]:
+                done.result()
 
 
 def worker_id(settings: WorkerSettings, grpc_port: int, index: int, hostname: str | None = None) -> str:
@@ -99,6 +105,8 @@ def kernels_library(model: ModelSettings) -> str:
 
 # measured step costs kept between loads (serving/worker/step_cost_cache.py); delete to measure again
 STEP_COST_DIR = Path(__file__).resolve().parent.parent / "var" / "step-cost"
+# artifact files already verified, by file identity (engine/file_digests.py); delete to hash them again
+VERIFIED_DIR = Path(__file__).resolve().parent.parent / "var" / "verified"
 
 
 def deployment(m: ModelSettings, v: ServedVersion, intra_op_threads: int = 0) -> ModelDeployment:
@@ -117,6 +125,7 @@ def deployment(m: ModelSettings, v: ServedVersion, intra_op_threads: int = 0) ->
         intra_op_threads=intra_op_threads,
         kernels_library=kernels_library(m),
         step_cost_cache=str(STEP_COST_DIR),
+        verified_dir=str(VERIFIED_DIR),
     )
 
 

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from engine import cost_model, kernels, step_budget
-from engine.artifact import ArtifactIntegrityError, Manifest, read_manifest, verify
+from engine.artifact import ArtifactIntegrityError, Manifest, read_manifest, remember_checks_in, verify
 from engine.config import DTYPES, resolve_dtype
 from engine.engine import Engine, EngineConfig
 from engine.model import LlamaForCausalLM
@@ -29,7 +29,10 @@ def start_worker(d: ModelDeployment, metrics_api: MetricsApi, log: Log) -> Worke
     The worker checks every file itself, whatever the frontend checked: it is the process that
     reads the weights, and a worker host may hold its own copy of the artifact. The hashing (which
     releases the GIL) runs beside the weights' load and the step cost; nothing is served, and the
-    loop does not start, before it has passed."""
+    loop does not start, before it has passed. Files recorded as verified (d.verified_dir) and
+    unchanged since are not hashed again."""
+    if d.verified_dir:
+        remember_checks_in(Path(d.verified_dir))
     manifest = read_manifest(d.artifact_dir)
     if manifest.version != d.version:
         raise ValueError(f"artifact version {manifest.version} != configured {d.version}")
@@ -58,14 +61,20 @@ def _load(
     kv_dtype_name = dtype_name if d.kv_cache_dtype == "auto" else d.kv_cache_dtype
     # the scalar build is the kernels' correctness path for hosts without AVX2: eager PyTorch is faster
     use_kernels = isa not in ("none", "scalar")
-    model = torch_thread.call(load_model, d.artifact_dir, dtype, None, use_kernels)
-    # a configured budget is fixed; 0: each step's is sized from the cost measured here
-    cost = None
+    # a configured budget is fixed; 0: each step's is sized from the cost measured here, or cached
+    key: str | None = None
+    cached: StepCost | None = None
     if not d.max_num_batched_tokens:
         key = step_cost_cache.cache_key(
             manifest.version_id, dtype_name, kv_dtype_name, d.kernels_library, threads, kernel_threads
         )
-        cost = torch_thread.call(_step_cost, model, dtype_name, d.step_cost_cache, key, log)
+        cached = step_cost_cache.load(Path(d.step_cost_cache), key) if d.step_cost_cache else None
+    measuring = key is not None and cached is None
+    with step_cost_cache.loading(Path(d.step_cost_cache) if d.step_cost_cache else None, measuring):
+        model = torch_thread.call(load_model, d.artifact_dir, dtype, None, use_kernels)
+        cost = None
+        if key is not None:
+            cost = torch_thread.call(_step_cost, model, dtype_name, d.step_cost_cache, key, cached, log)
     config = EngineConfig(
         num_blocks=d.kv_cache_blocks,
         block_size=d.block_size,
@@ -98,11 +107,12 @@ def _load(
     return adapter, torch_thread, loaded
 
 
-def _step_cost(model: LlamaForCausalLM, dtype_name: str, cache: str, key: str, log: Log) -> StepCost:
-    """This machine's step cost: cached from an earlier load (then a warm-up step instead), else
-    measured by a few timed steps (which also warm the kernels up) and cached."""
+def _step_cost(
+    model: LlamaForCausalLM, dtype_name: str, cache: str, key: str, cost: StepCost | None, log: Log
+) -> StepCost:
+    """This machine's step cost: `cost`, cached from an earlier load (then a warm-up step instead),
+    else measured by a few timed steps (which also warm the kernels up) and cached."""
     dtype = DTYPES[dtype_name]
-    cost = step_cost_cache.load(Path(cache), key) if cache else None
     origin = "cached"
     if cost is None:
         cost, origin = cost_model.measure(model, dtype), "measured"

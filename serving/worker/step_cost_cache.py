@@ -6,14 +6,22 @@ path names the build key: sources, compiler, CPU flags), the thread counts, the 
 and the probe shapes themselves. Each such key is one JSON file in the cache folder, written
 atomically. Delete the folder to measure again (after moving the host to other work, say): a cost
 measured while the machine was busy stays as pessimistic as it was.
+
+The versions of a worker load side by side (serving/workers.py), so `loading()` keeps a measurement
+to itself: a worker that measures holds the folder's lock exclusively while it loads its weights
+and times its steps, one whose cost is cached holds it shared; cached loads overlap one another,
+never a measurement.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import platform
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
@@ -61,3 +69,16 @@ def save(folder: Path, key: str, cost: StepCost) -> None:
     tmp = folder / f".{key}.{os.getpid()}.tmp"
     tmp.write_text(json.dumps(asdict(cost)))
     tmp.replace(folder / f"{key}.json")
+
+
+@contextmanager
+def loading(folder: Path | None, measuring: bool) -> Iterator[None]:
+    """Held while a worker loads its weights and then measures (exclusive) or warms up (shared) its
+    steps, on `folder`/.lock; no folder: no lock."""
+    if folder is None:
+        yield
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX if measuring else fcntl.LOCK_SH)
+        yield  # closing the file releases the lock

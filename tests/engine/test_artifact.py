@@ -30,7 +30,7 @@ def hashed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         names.append(path.name)
         return sha256_file(path)
 
-    monkeypatch.setattr(artifact, "sha256_file", counting)
+    monkeypatch.setattr(artifact.checked_files, "hash_file", counting)
     return names
 
 

@@ -3,6 +3,7 @@ paths (scalar, AVX2) pass the same kernel tests as this machine's own."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -26,6 +27,27 @@ def test_the_key_follows_the_instruction_set_asked_for(monkeypatch: pytest.Monke
     native = build.build_key()
     monkeypatch.setenv("LLM_KERNELS_MARCH", "x86-64-v2")
     assert build.build_key() != native
+
+
+def test_the_key_is_found_again_without_torch_while_its_install_is_unchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = build.build_key(tmp_path)
+    (record,) = tmp_path.glob(".torch-*.json")
+    asked: list[str] = []
+
+    def another_torch() -> tuple[str, Path, Path, bool]:
+        asked.append("torch")
+        return "9.9.9", tmp_path, tmp_path, True
+
+    monkeypatch.setattr(build, "_torch_paths", another_torch)
+    assert build.build_key(tmp_path) == key  # from the record: torch is not asked
+    assert asked == []
+    raw = json.loads(record.read_text())
+    raw["install"][0][1] += 1  # another inode: a record of another install
+    record.write_text(json.dumps(raw))
+    assert build.build_key(tmp_path) != key  # torch is asked, and answers another version
+    assert asked == ["torch"]
 
 
 def test_a_compile_error_is_reported_with_the_compilers_words(

@@ -1,9 +1,13 @@
 """The measured step cost kept between loads: read back as written, keyed by everything that shapes
-a step's time, and a missing or damaged file is a miss (the worker measures again)."""
+a step's time, and a missing or damaged file is a miss (the worker measures again); a worker that
+measures loads alone, workers whose costs are cached load side by side."""
 
 from __future__ import annotations
 
+import fcntl
 from pathlib import Path
+
+import pytest
 
 from engine.step_budget import StepCost
 from serving.worker import step_cost_cache as cache
@@ -37,3 +41,23 @@ def test_a_damaged_or_negative_entry_is_a_miss(tmp_path: Path) -> None:
     assert cache.load(tmp_path, key) is None
     (tmp_path / f"{key}.json").write_text('{"fixed_s": 0.01}')
     assert cache.load(tmp_path, key) is None
+
+
+def try_lock(folder: Path, mode: int) -> bool:
+    """Whether another worker could take the folder's lock in `mode` now (without waiting)."""
+    with open(folder / ".lock", "w") as other:
+        try:
+            fcntl.flock(other, mode | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+
+@pytest.mark.parametrize("measuring", [True, False])
+def test_a_measuring_load_excludes_every_other_load_and_cached_loads_share(
+    tmp_path: Path, measuring: bool
+) -> None:
+    with cache.loading(tmp_path / "costs", measuring):
+        assert try_lock(tmp_path / "costs", fcntl.LOCK_SH) is not measuring  # a cached load beside it
+        assert try_lock(tmp_path / "costs", fcntl.LOCK_EX) is False  # a measuring one never
+    assert try_lock(tmp_path / "costs", fcntl.LOCK_EX) is True  # released at the end
