@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -24,3 +25,20 @@ class Background:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+
+
+def every(
+    name: str, interval_s: float, step: Callable[[], Coroutine[Any, Any, object]], log: logging.Logger
+) -> Background:
+    """A task that awaits `step` every `interval_s`; a step that raises is logged and the next one
+    follows as usual (the store, say, may be briefly unreachable)."""
+
+    async def run() -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await step()
+            except Exception:
+                log.exception("%s failed", name)
+
+    return Background(name, run)

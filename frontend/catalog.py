@@ -41,7 +41,7 @@ from datastore.locks import exclusive
 from datastore.store import Store
 from engine.artifact import Manifest
 from frontend.auth import ApiKeyStore
-from frontend.background import Background
+from frontend.background import Background, every
 from frontend.registry import ModelRegistry, ServedVersion
 from frontend.worker_pool import WorkerPool
 
@@ -152,7 +152,8 @@ class CatalogCache:
     _background: Background = field(init=False)
 
     def __post_init__(self) -> None:
-        self._background = Background("catalog-refresh", self._poll)
+        # a refresh that fails keeps the cache as it is: the next one tries again
+        self._background = every("catalog-refresh", self.refresh_s, self.refresh, log)
 
     def apply(self, snapshot: CatalogSnapshot) -> None:
         self.registry.routes = {alias: dict(route) for alias, route in snapshot.routes.items()}
@@ -196,11 +197,3 @@ class CatalogCache:
 
     async def close(self) -> None:
         await self._background.close()
-
-    async def _poll(self) -> None:
-        while True:
-            await asyncio.sleep(self.refresh_s)
-            try:
-                await self.refresh()
-            except Exception:  # the store may be briefly unreachable: keep the cache, try again
-                log.exception("catalog refresh failed")

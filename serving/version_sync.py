@@ -34,7 +34,7 @@ from control.rollout import active_generations
 from datastore.locks import exclusive
 from datastore.store import Store
 from engine.artifact import ArtifactIntegrityError
-from frontend.background import Background
+from frontend.background import Background, every
 from frontend.catalog import CATALOG_WRITES
 from frontend.registry import ModelRegistry, ServedVersion, load_version
 from frontend.worker_pool import WorkerPool
@@ -100,7 +100,7 @@ class HostVersions:
     _background: Background = field(init=False)
 
     def __post_init__(self) -> None:
-        self._background = Background("host-versions", self._poll)
+        self._background = every("host-versions", self.refresh_s, self.sync, log)
 
     def served(self) -> set[str]:
         return {v.version_id for _, v in self.local.deployments}
@@ -177,14 +177,6 @@ class HostVersions:
     async def close(self) -> None:
         await self._background.close()
 
-    async def _poll(self) -> None:
-        while True:
-            await asyncio.sleep(self.refresh_s)
-            try:
-                await self.sync()
-            except Exception:  # the store may be briefly unreachable: try again
-                log.exception("version sync failed")
-
 
 @dataclass(slots=True, eq=False)
 class FrontendVersions:
@@ -196,7 +188,7 @@ class FrontendVersions:
     _background: Background = field(init=False)
 
     def __post_init__(self) -> None:
-        self._background = Background("frontend-versions", self._poll)
+        self._background = every("frontend-versions", self.refresh_s, self.sync, log)
 
     def missing(self) -> set[str]:
         """READY versions (as the catalog last read them) that the registry lacks."""
@@ -230,11 +222,3 @@ class FrontendVersions:
 
     async def close(self) -> None:
         await self._background.close()
-
-    async def _poll(self) -> None:
-        while True:
-            await asyncio.sleep(self.refresh_s)
-            try:
-                await self.sync()
-            except Exception:
-                log.exception("version sync failed")

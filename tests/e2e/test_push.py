@@ -30,6 +30,7 @@ from llm.v1 import generations_pb2 as pb
 from serving.artifact_fetch import fetch_version
 from serving.platform import Platform
 from tests.e2e.conftest import KEY_ALPHA, auth, platform_config
+from tests.e2e.test_converse import read_acking
 from tests.e2e.test_errors import expect_error
 from tests.tiny_model import tiny_artifact
 
@@ -266,14 +267,8 @@ async def test_build_push_canary_promote_rollback_retire(ch, pushed, tiny, capsy
     triton = platform.workers[0].server
     name = platform.registry.versions[v2].triton_model_name
     assert (await asyncio.to_thread(triton.repository_index))[name] == "READY"  # its generation runs on
-    while True:  # consume and ack until it ends
-        event = await converse.read()
-        await converse.write(
-            pb.ConverseRequest(ack=pb.Ack(generation_id=event.generation_id, sequence=event.sequence))
-        )
-        if event.HasField("finished"):
-            break
-    assert event.finished.reason == pb.Finished.Reason.OUTPUT_LIMIT
+    last = (await read_acking(converse))[first.generation_id][-1]  # consumed and acked to its end
+    assert last.finished.reason == pb.Finished.Reason.OUTPUT_LIMIT
     await converse.done_writing()
     assert platform.rollout is not None
     # then it is unloaded (generous: only a retirement that never completes fails)

@@ -22,6 +22,7 @@ from serving.triton import GRPC_ACCESS_HEADER
 from tests.e2e.conftest import auth
 from tests.e2e.fleet.client import TIMEOUT_S, generate, read_rest, reason_of, stub
 from tests.e2e.fleet.harness import WORKER_KEY, Fleet, admin
+from tests.e2e.test_converse import read_acking
 from tests.e2e.test_errors import expect_error
 from tests.tiny_model import tiny_artifact
 
@@ -104,7 +105,8 @@ async def test_a_version_pushed_to_one_frontend_serves_fleet_wide_and_retires_ev
         sampling=pb.SamplingParams(ignore_eos=True),
     )
     await converse.write(pb.ConverseRequest(start=start))
-    assert (await converse.read()).started.model_version == version_id
+    first = await converse.read()
+    assert first.started.model_version == version_id
     retiring = await admin_pb2_grpc.AdminStub(f1).RetireVersion(
         admin_pb2.RetireVersionRequest(version_id=version_id), metadata=admin()
     )
@@ -120,14 +122,8 @@ async def test_a_version_pushed_to_one_frontend_serves_fleet_wide_and_retires_ev
     triton_name = version_id.replace("@", "--", 1)
     held = await asyncio.to_thread(triton_state, whole_fleet.workers[0].address, triton_name)
     assert held == "READY" and await everywhere()  # its generation runs on
-    while True:  # consume and ack until it ends
-        event = await converse.read()
-        await converse.write(
-            pb.ConverseRequest(ack=pb.Ack(generation_id=event.generation_id, sequence=event.sequence))
-        )
-        if event.HasField("finished"):
-            break
-    assert event.finished.reason == pb.Finished.Reason.OUTPUT_LIMIT
+    last = (await read_acking(converse))[first.generation_id][-1]  # consumed and acked to its end
+    assert last.finished.reason == pb.Finished.Reason.OUTPUT_LIMIT
     await converse.done_writing()
 
     async def retired() -> bool:
