@@ -31,7 +31,7 @@ import hmac
 import logging
 import secrets
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
@@ -205,7 +205,11 @@ class FleetFrontend:
         await asyncio.to_thread(self._register, version)
         self.registry.statuses.setdefault(version_id, "REGISTERED")  # not READY (nor its health) yet
         self.registry.add_version(version)
-        if not await self._until(lambda: self._advertised(version_id) and self._ready(version_id)):
+
+        async def loaded() -> bool:
+            return self._advertised(version_id) and await asyncio.to_thread(self._ready, version_id)
+
+        if not await self._until(loaded):
             raise ApiError(
                 grpc.StatusCode.UNAVAILABLE,
                 "NOT_LOADED",
@@ -219,7 +223,11 @@ class FleetFrontend:
         host unloads it on its own (serving/version_sync.py); this waits until no live registration
         advertises it, so RETIRED is recorded after the unloads. TimeoutError after [fleet]
         deploy_timeout_s (the retirement asks again, frontend/rollout.py)."""
-        if not await self._until(lambda: not self._advertised(version_id)):
+
+        async def gone() -> bool:
+            return not self._advertised(version_id)
+
+        if not await self._until(gone):
             raise TimeoutError(f"a worker host still serves {version_id}")
         log.info("version %s unloaded by the worker hosts", version_id)
 
@@ -230,6 +238,7 @@ class FleetFrontend:
             register_version(s, version_spec(version), now=datetime.now(UTC))
 
     def _advertised(self, version_id: str) -> bool:
+        """In a live registration, as this frontend's worker directory last read them (on the loop)."""
         return any(version_id in w.capacity for w in self.pool.workers.values())
 
     def _ready(self, version_id: str) -> bool:
@@ -238,12 +247,12 @@ class FleetFrontend:
             row = s.get(ModelVersion, version_id)
             return row is not None and row.status is ModelVersionStatus.READY
 
-    async def _until(self, condition: Callable[[], bool]) -> bool:
-        """Polls `condition` (blocking: run in a thread) each registry refresh; False once
-        [fleet] deploy_timeout_s passed without it holding."""
+    async def _until(self, condition: Callable[[], Awaitable[bool]]) -> bool:
+        """Polls `condition` each registry refresh; False once [fleet] deploy_timeout_s passed
+        without it holding."""
         fleet = self.cfg.fleet
         deadline = asyncio.get_running_loop().time() + fleet.deploy_timeout_s
-        while not await asyncio.to_thread(condition):
+        while not await condition():
             if asyncio.get_running_loop().time() > deadline:
                 return False
             await asyncio.sleep(fleet.registry_refresh_s)
