@@ -32,7 +32,7 @@ import grpc
 
 from bench.driver import Job, drive
 from bench.metrics import Outcome
-from bench.serve import bench_tenants
+from bench.serve_setup import bench_tenants
 from bench.server_process import LoopbackServer, free_port
 from bench.targets import PlatformTarget
 from bench.workload import Load

@@ -55,80 +55,15 @@ import torch
 from bench.driver import Job, drive
 from bench.engine import hf_generate, load_hf
 from bench.metrics import Objectives, Outcome, summarize
-from bench.prompts import artifact_encoder, exact_prompt, workload_prompt
-from bench.workload import MIXES, PREFIX_TOKENS, Load, Mix, build_requests, loads
-from frontend.config import parse_config
+from bench.prompts import artifact_encoder, exact_prompt
+from bench.serve_setup import KEYS, MODEL, make_jobs, run_config
+from bench.workload import MIXES, Load, loads
 from frontend.settings import ModelSettings, PlatformConfig
 from serving import artifact_for, start_platform
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-MODEL = "smollm2-135m"
-KEYS = ["bench-tenant-0", "bench-tenant-1"]  # tenant i sends with KEYS[i]
 TTFT_SLO_S, ITL_SLO_S = 2.0, 0.25
-
-
-def make_jobs(mix: Mix, n: int, seed: int) -> list[Job]:
-    """The workload's requests with their prompts, each checked to be exactly its token count."""
-    encode = artifact_encoder(artifact_for(ModelSettings()))
-    prefixes = [exact_prompt(f"{seed}/prefix/{k}", PREFIX_TOKENS, encode) for k in range(mix.prefixes)]
-    jobs = []
-    for spec in build_requests(mix, n, seed):
-        prefix = None if spec.prefix is None else prefixes[spec.prefix]
-        text = workload_prompt(seed, spec.index, spec.body_tokens, prefix, encode)
-        ids = tuple(encode(text))
-        if len(ids) != spec.prompt_tokens:
-            raise RuntimeError(
-                f"request {spec.index}: {len(ids)} prompt tokens, expected {spec.prompt_tokens}"
-            )
-        jobs.append(Job(spec, text, ids))
-    return jobs
-
-
-def bench_tenants(keys: list[str]) -> list[dict[str, Any]]:
-    """Tenant i with API key keys[i], its limits well above the workload: the benchmark measures
-    serving, not quotas."""
-    return [
-        {
-            "id": f"tenant-{i}",
-            "api_keys": [key],
-            "max_concurrent_generations": 1024,
-            "max_queued_tokens": 10_000_000,
-            "input_tokens_per_minute": 100_000_000,
-            "output_tokens_per_minute": 100_000_000,
-        }
-        for i, key in enumerate(keys)
-    ]
-
-
-def platform_config(
-    store: Path,
-    queue_wait_s: float,
-    budget: int | None,
-    workers: int = 1,
-    **model_keys: str,  # [[models]] keys: quantization, dtype, kv_cache_dtype
-) -> PlatformConfig:
-    model: dict[str, Any] = {"alias": MODEL, "workers": workers, **model_keys}
-    if budget is not None:
-        model["max_num_batched_tokens"] = budget
-    return parse_config(
-        {
-            "frontend": {"interactive_queue_wait_s": queue_wait_s, "metrics_listen": "127.0.0.1:0"},
-            "store": {"url": f"sqlite:///{store}"},
-            "tenants": bench_tenants(KEYS),
-            "triton": {"grpc_port": 0, "http_port": 0, "metrics_port": 0, "exit_timeout_s": 5},
-            "models": [model],
-        }
-    )
-
-
-def run_config(work: Path, args: argparse.Namespace) -> PlatformConfig:
-    """The platform's config for one run, its store in `work`."""
-    a = args
-    return platform_config(
-        work / "control.sqlite", a.queue_wait_s, a.budget, a.platform_workers,
-        quantization=a.quantization, dtype=a.dtype, kv_cache_dtype=a.kv_cache_dtype,
-    )  # fmt: skip
 
 
 def run_platform(jobs: list[Job], load: Load, args: argparse.Namespace, warm_up: Job) -> list[Outcome]:
