@@ -80,6 +80,16 @@ class _Attempts:
         tries = self.failed[version_id] = self.failed.get(version_id, 0) + 1
         log.warning("version %s: loading failed (%s); try %d of %d", version_id, why, tries, MAX_TRIES)
 
+    async def load(self, source: ArtifactSource, version_id: str, recorded: Path) -> ServedVersion | None:
+        """The verified version, or None after recording why not (given up, or one more try)."""
+        try:
+            return await asyncio.to_thread(source.load, version_id, recorded)
+        except (ArtifactIntegrityError, KeyError, ValueError) as e:
+            self.give_up(version_id, e)
+        except Exception as e:  # OSError: the repository frontend unreachable, for one
+            self.failed_once(version_id, e)
+        return None
+
 
 @dataclass(slots=True, frozen=True)
 class _Row:
@@ -131,13 +141,8 @@ class HostVersions:
             }
 
     async def _load(self, version_id: str, recorded: Path) -> None:
-        try:
-            version = await asyncio.to_thread(self.source.load, version_id, recorded)
-        except (ArtifactIntegrityError, KeyError, ValueError) as e:
-            self._attempts.give_up(version_id, e)
-            return
-        except Exception as e:  # OSError: the repository frontend unreachable, for one
-            self._attempts.failed_once(version_id, e)
+        version = await self._attempts.load(self.source, version_id, recorded)
+        if version is None:
             return
         settings = self.local.settings_for(version)
         try:
@@ -202,13 +207,8 @@ class FrontendVersions:
         for version_id in sorted(self.missing()):
             if version_id not in recorded:
                 continue
-            try:
-                version = await asyncio.to_thread(self.source.load, version_id, recorded[version_id])
-            except (ArtifactIntegrityError, KeyError, ValueError) as e:
-                self._attempts.give_up(version_id, e)
-                continue
-            except Exception as e:
-                self._attempts.failed_once(version_id, e)
+            version = await self._attempts.load(self.source, version_id, recorded[version_id])
+            if version is None:
                 continue
             self.registry.add_version(version)
             log.info("version %s added to this frontend's registry", version_id)

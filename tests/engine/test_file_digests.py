@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.artifact import ArtifactIntegrityError, Manifest, derive_version, verify
+from engine.artifact import ArtifactIntegrityError, verify
 from engine.file_digests import SETTLED_S, FileDigests, sha256_file
+from tests.engine.test_artifact import small_artifact
 
 LATER_NS = int((SETTLED_S + 60) * 1e9)  # a clock this far ahead: the files just written are settled
 
@@ -28,16 +29,6 @@ class Process:
     def _hash(self, path: Path) -> str:
         self.hashed.append(path.name)
         return sha256_file(path)
-
-
-def small_artifact(folder: Path) -> Path:
-    folder.mkdir()
-    (folder / "config.json").write_text("{}")
-    (folder / "tokenizer.json").write_text('{"model": "bpe"}')
-    files = {name: sha256_file(folder / name) for name in ("config.json", "tokenizer.json")}
-    manifest = Manifest("tiny", derive_version(files), "compat", files, 16, {})
-    (folder / "manifest.json").write_text(manifest.to_json())
-    return folder
 
 
 def rewrite_in_place(path: Path, text: str) -> None:

@@ -20,18 +20,9 @@ from frontend.errors import ApiError
 from frontend.registry import load_version
 from frontend.settings import FleetSettings, FrontendSettings, PlatformConfig
 from frontend.worker_pool import WorkerHandle
-from prebuild.build import build
 from serving.fleet_frontend import FleetFrontend
-from tests.tiny_model import tiny_hf_folder
 
 V = ModelVersionStatus
-
-
-@pytest.fixture(scope="module")
-def tiny(artifact_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("deploy")
-    build(tiny_hf_folder(artifact_dir, root / "hf"), root / "art", "tiny")
-    return root / "art"
 
 
 @pytest.fixture

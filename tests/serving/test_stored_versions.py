@@ -8,27 +8,16 @@ import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pytest
-
 from datastore.store import open_store
 from engine.artifact import ArtifactIntegrityError
 from frontend.catalog import mark_ready
 from frontend.registry import load_version
-from prebuild.build import build
 from serving.worker_set import stored_versions
-from tests.tiny_model import tiny_hf_folder
 
 
-@pytest.fixture(scope="module")
-def remote(artifact_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("remote")
-    build(tiny_hf_folder(artifact_dir, root / "hf"), root / "tiny" / "art", "tiny")
-    return root / "tiny" / "art"
-
-
-def test_a_version_missing_here_is_fetched_and_verified(remote: Path, tmp_path: Path) -> None:
+def test_a_version_missing_here_is_fetched_and_verified(tiny: Path, tmp_path: Path) -> None:
     local = tmp_path / "here" / "art"  # where the store says it lives: absent on this host
-    shutil.copytree(remote, local)
+    shutil.copytree(tiny, local)
     store = open_store(f"sqlite:///{tmp_path / 'c.sqlite'}")
     try:
         version = load_version(local)
@@ -40,7 +29,7 @@ def test_a_version_missing_here_is_fetched_and_verified(remote: Path, tmp_path: 
         def fetch(version_id: str) -> Path:
             fetched.append(version_id)
             into = tmp_path / "fetched"
-            shutil.copytree(remote, into)
+            shutil.copytree(tiny, into)
             return into
 
         found = stored_versions(store, set(), fetch)
@@ -50,7 +39,7 @@ def test_a_version_missing_here_is_fetched_and_verified(remote: Path, tmp_path: 
 
         def tampered(version_id: str) -> Path:
             into = tmp_path / "tampered"
-            shutil.copytree(remote, into)
+            shutil.copytree(tiny, into)
             (into / "chat_template.jinja").write_text("not the manifest's")
             return into
 

@@ -23,11 +23,9 @@ from frontend.settings import ModelSettings, PlatformConfig
 from frontend.worker_pool import WorkerHandle, WorkerPool
 from lifecycle.admission import admit
 from lifecycle.termination import finish_queued
-from prebuild.build import build
 from serving.version_sync import MAX_TRIES, ArtifactSource, FrontendVersions, HostVersions
 from serving.worker_set import LocalWorkers
 from tests.builders import T0, add_tenant, new_generation
-from tests.tiny_model import tiny_hf_folder
 
 V = ModelVersionStatus
 NOW = datetime.now(UTC)
@@ -47,13 +45,6 @@ class TritonLess(LocalWorkers):
     def unload_everywhere(self, version_id: str) -> None:
         self.calls.append(("unload", version_id))
         self.deployments = [(m, v) for m, v in self.deployments if v.version_id != version_id]
-
-
-@pytest.fixture(scope="module")
-def tiny(artifact_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("sync")
-    build(tiny_hf_folder(artifact_dir, root / "hf"), root / "art", "tiny")
-    return root / "art"
 
 
 @pytest.fixture
