@@ -177,6 +177,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--quantization", default="none", choices=("none", "int8", "int4"), help="platform")
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "auto"), help="platform")
     p.add_argument("--kv-cache-dtype", default="auto", choices=("float32", "bfloat16", "auto"), help="KV")
+    p.add_argument("--kv-cache-blocks", type=int, default=0, help="KV blocks of the engine (0: its default)")
     p.add_argument(
         "--platform-workers",
         type=int,

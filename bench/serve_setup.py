@@ -57,7 +57,7 @@ def platform_config(
     queue_wait_s: float,
     budget: int | None,
     workers: int = 1,
-    **model_keys: str,  # [[models]] keys: quantization, dtype, kv_cache_dtype
+    **model_keys: str | int,  # [[models]] keys: quantization, dtype, kv_cache_dtype, kv_cache_blocks
 ) -> PlatformConfig:
     model: dict[str, Any] = {"alias": MODEL, "workers": workers, **model_keys}
     if budget is not None:
@@ -79,4 +79,5 @@ def run_config(work: Path, args: argparse.Namespace) -> PlatformConfig:
     return platform_config(
         work / "control.sqlite", a.queue_wait_s, a.budget, a.platform_workers,
         quantization=a.quantization, dtype=a.dtype, kv_cache_dtype=a.kv_cache_dtype,
+        kv_cache_blocks=a.kv_cache_blocks,
     )  # fmt: skip

@@ -46,16 +46,23 @@ def category(op: str) -> str | None:
     return "other ops"
 
 
-def profile_batch(model: LlamaForCausalLM, batch: int, steps: int, prompt: int) -> dict[str, float]:
+def profile_batch(
+    model: LlamaForCausalLM, batch: int, steps: int, prompt: int, kv_dtype: torch.dtype | None = None
+) -> dict[str, float]:
     """Milliseconds per decode step by category, with `batch` sequences decoding after `prompt`
-    tokens each (prefilled in one step first, so every sequence decodes in every measured step)."""
+    tokens each (prefilled in one step first, so every sequence decodes in every measured step),
+    and that prefill step's own milliseconds ("prefill", batch * prompt tokens)."""
     blocks = batch * ((prompt + steps + 2 + 15) // 16 + 1)
-    config = EngineConfig(num_blocks=blocks, max_num_seqs=batch, max_num_batched_tokens=batch * prompt)
+    config = EngineConfig(
+        num_blocks=blocks, max_num_seqs=batch, max_num_batched_tokens=batch * prompt, kv_dtype=kv_dtype
+    )
     engine = Engine(model, config)
     for i in range(batch):
         ids = tuple(100 + (i * 37 + j) % 20_000 for j in range(prompt))
         engine.add_request(EngineRequest(f"b{i}", ids, steps + 2))  # no stop ids: never early
+    start = time.perf_counter()
     engine.step()  # the prefill, and every sequence's first token
+    prefill = (time.perf_counter() - start) * 1000
     engine.step()
     assert len(engine.scheduler.running) == batch and engine.last_batch_tokens == batch
     with profile(activities=[ProfilerActivity.CPU]) as prof:
@@ -69,7 +76,7 @@ def profile_batch(model: LlamaForCausalLM, batch: int, steps: int, prompt: int) 
         if name is not None:
             spent[name] += event.self_cpu_time_total / 1000 / steps
     spent["other ops"] = max(0.0, wall - sum(v for k, v in spent.items() if k != "other ops"))
-    return {"step": wall, **spent}
+    return {"step": wall, **spent, "prefill": prefill}
 
 
 def main() -> int:
@@ -83,6 +90,7 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=16)
     parser.add_argument("--prompt", type=int, default=128, help="tokens per sequence before decoding")
     parser.add_argument("--no-kernels", action="store_true", help="eager PyTorch only")
+    parser.add_argument("--kv-dtype", choices=("float32", "bfloat16"), help="the KV cache's (default: fp32)")
     parser.add_argument("--out", type=Path, default=Path("var/bench"))
     args = parser.parse_args()
     cpus = len(os.sched_getaffinity(0))
@@ -98,10 +106,14 @@ def main() -> int:
         isa not in ("none", "scalar"),
     )
     batches = [int(b) for b in args.batches.split(",")]
-    results = {b: profile_batch(model, b, args.steps, args.prompt) for b in batches}
-    heads = ["step", *CATEGORIES, "other ops"]
+    kv = getattr(torch, args.kv_dtype) if args.kv_dtype else None
+    results = {b: profile_batch(model, b, args.steps, args.prompt, kv) for b in batches}
+    heads = ["step", *CATEGORIES, "other ops", "prefill"]
     threads = torch.get_num_threads()
-    print(f"{args.quantization}, kernels {isa}, {threads} torch thread(s): ms per decode step")
+    print(
+        f"{args.quantization}, kernels {isa}, {threads} torch thread(s), KV {args.kv_dtype or 'float32'}: "
+        f"ms per decode step (prefill: the step of batch x {args.prompt} prompt tokens before them)"
+    )
     print("| batch | " + " | ".join(heads) + " |")
     print("|" + " ---: |" * (len(heads) + 1))
     for b, r in results.items():

@@ -8,6 +8,7 @@ integer-dot quantized matmuls; without them, the same model runs on eager PyTorc
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -19,12 +20,19 @@ _loaded: Path | None = None
 
 def load(path: Path) -> str:
     """Registers the library at `path` (again: nothing) and returns the code path it was built
-    with ("avx512-vnni" or "scalar"). ValueError when another library is already loaded."""
+    with ("avx512-vnni", "avx2" or "scalar"; "+amx" when int4 steps of many rows run on AMX tiles).
+    ValueError when another library is already loaded.
+
+    `LLM_KERNELS_AMX_MIN_ROWS` (environment) sets the rows from which int4 matmuls take the AMX
+    path (engine/csrc/amx.h; a huge value turns it off): for side-by-side measurements."""
     global _loaded
     with _lock:
         if _loaded is None:
             torch.ops.load_library(str(path))  # type: ignore[no-untyped-call]
             _loaded = path
+            rows = os.environ.get("LLM_KERNELS_AMX_MIN_ROWS")
+            if rows:
+                torch.ops.llm.set_amx_min_rows(int(rows))
         elif _loaded != path:
             raise ValueError(f"kernels already loaded from {_loaded}, not {path}")
     return isa()

@@ -33,7 +33,10 @@ SOURCES = ROOT / "engine" / "csrc"
 KERNELS_DIR = ROOT / "var" / "kernels"
 LIBRARY = "libllm_kernels.so"
 FLAGS = ("-O3", "-std=c++20", "-fPIC", "-pthread", "-DNDEBUG", "-w")
-ISA_FLAGS = ("avx2", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_int8", "fma", "f16c")
+ISA_FLAGS = (
+    "avx2", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16",
+    "amx_int8", "amx_bf16", "amx_tile", "fma", "f16c",
+)  # fmt: skip
 
 
 class KernelBuildError(RuntimeError):

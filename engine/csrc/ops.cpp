@@ -1,6 +1,7 @@
 // The `llm` operator namespace: what engine/kernels.py loads and engine/model.py calls.
 #include <torch/library.h>
 
+#include "amx.h"
 #include "common.h"
 #include "pool.h"
 
@@ -18,7 +19,22 @@ std::tuple<at::Tensor, at::Tensor> argmax_usable(const at::Tensor& logits);
 at::Tensor topk_indices(const at::Tensor& logits, int64_t k);
 
 // Which code paths this build has (engine/kernels.py reports it).
-std::string isa() { return LLM_AVX512 ? "avx512-vnni" : LLM_AVX2 ? "avx2" : "scalar"; }
+std::string isa() {
+  const std::string base = LLM_AVX512 ? "avx512-vnni" : LLM_AVX2 ? "avx2" : "scalar";
+  return amx_usable() ? base + "+amx" : base;
+}
+
+// The AMX path (amx_linear.cpp) alone, whatever the rows: for tests and measurements.
+at::Tensor q4_linear_amx_op(const at::Tensor& x, const at::Tensor& packed, int64_t n) {
+  check_f32_2d(x, "x");
+  TORCH_CHECK(amx_usable(), "AMX is not usable here");
+  TORCH_CHECK(x.size(1) % kGroup == 0 && packed.scalar_type() == at::kByte && packed.is_contiguous() &&
+                  packed.numel() == (n + kTile - 1) / kTile * (x.size(1) / kGroup) * 320,
+              "packed weight does not match ", n, " x ", x.size(1));
+  at::Tensor y = at::empty({x.size(0), n}, x.options());
+  q4_linear_amx(x.data_ptr<float>(), x.size(0), x.size(1), packed.data_ptr<uint8_t>(), n, y.data_ptr<float>());
+  return y;
+}
 
 // Threads of the kernels' own pool (pool.h), the caller included; torch's threads are separate.
 void set_num_threads(int64_t threads) { Pool::get().set_threads(static_cast<int>(threads)); }
@@ -30,6 +46,9 @@ TORCH_LIBRARY(llm, m) {
   m.def("set_num_threads(int threads) -> ()", &llm::set_num_threads);
   m.def("get_num_threads() -> int", &llm::get_num_threads);
   m.def("q4_linear(Tensor x, Tensor packed, int n) -> Tensor");
+  m.def("q4_linear_amx(Tensor x, Tensor packed, int n) -> Tensor");
+  m.def("amx_min_rows() -> int", &llm::amx_min_rows);
+  m.def("set_amx_min_rows(int rows) -> ()", &llm::set_amx_min_rows);
   m.def("q8_linear(Tensor x, Tensor packed, Tensor scales) -> Tensor");
   m.def("rms_norm(Tensor x, Tensor weight, float eps) -> Tensor");
   m.def("add_rms_norm(Tensor(a!) x, Tensor residual, Tensor weight, float eps) -> Tensor");
@@ -44,6 +63,7 @@ TORCH_LIBRARY(llm, m) {
 
 TORCH_LIBRARY_IMPL(llm, CPU, m) {
   m.impl("q4_linear", &llm::q4_linear);
+  m.impl("q4_linear_amx", &llm::q4_linear_amx_op);
   m.impl("q8_linear", &llm::q8_linear);
   m.impl("rms_norm", &llm::rms_norm);
   m.impl("add_rms_norm", &llm::add_rms_norm);

@@ -20,6 +20,7 @@
 //       scales and 16 fp16 minimums of the tile's rows (a GGUF Q4_1 source's own fp16 values).
 //   q8  [T, G, 512] bytes, per group g: 16 blocks of 32 bytes, block b holding k = 2b, 2b+1:
 //       byte 2r + j = code[r, 2b + j] (signed); one fp32 scale per output row beside it.
+#include "amx.h"
 #include "common.h"
 #include "pool.h"
 #include "quant_acts.h"
@@ -161,8 +162,12 @@ at::Tensor quantized_linear(Scheme scheme, const at::Tensor& x, const at::Tensor
   TORCH_CHECK(packed.scalar_type() == at::kByte && packed.is_contiguous() &&
                   packed.numel() == tiles * tile_bytes,
               "packed weight does not match ", n, " x ", k);
-  const Acts a = quantize_acts(x.data_ptr<float>(), m, k);
   at::Tensor y = at::empty({m, n}, x.options());
+  if (scheme == Scheme::kInt4 && m >= amx_min_rows() && amx_usable()) {
+    q4_linear_amx(x.data_ptr<float>(), m, k, packed.data_ptr<uint8_t>(), n, y.data_ptr<float>());
+    return y;
+  }
+  const Acts a = quantize_acts(x.data_ptr<float>(), m, k);
   const uint8_t* w = packed.data_ptr<uint8_t>();
   const float* s = scales != nullptr ? scales->data_ptr<float>() : nullptr;
   float* out = y.data_ptr<float>();

@@ -1,0 +1,192 @@
+// The int4 linear layer on AMX tiles (Intel Sapphire Rapids and later), for steps of many rows:
+// prefill chunks and large decode batches. Same result as q4_linear (quant_linear.cpp) up to bf16
+// rounding: y = x @ W^T with W = code * scale + min per group of 32 input channels.
+//
+// Why: AMX multiplies a 16 x 32 bf16 tile by a 32 x 16 one in one instruction (TDPBF16PS, 8192
+// multiply-adds), where the VNNI path does 32 a vector instruction. The codes are dequantized to bf16
+// once per call and per 16 output rows into a small buffer, in exactly the layout the instruction
+// reads, so no dense copy of the weight is kept and every row of x reuses the dequantized tile.
+//
+//   x      fp32 [M, K]    -> bf16 [M16, K], rows padded to 16 with zeros
+//   W tile 16 output rows, group g -> B [16 pairs of k][16 rows][2] bf16 (the VNNI pair layout:
+//                            row kp holds W[n][2kp], W[n][2kp+1] for n = 0..15: 64 bytes)
+//   C      fp32 16 x 16 per (16 rows of x, 16 output rows), summed over the K / 32 groups
+//
+// Tiles: C 0-3 (2 x 2 blocks of 16 x 16), A 4-5, B 6-7; each chunk of work is two weight tiles
+// (32 output channels) against every row of x, so a dequantized pair is used M / 16 times.
+#include "amx.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <vector>
+
+#include "pool.h"
+
+namespace llm {
+
+namespace {
+std::atomic<int64_t> min_rows{kAmxMinRows};
+}  // namespace
+
+int64_t amx_min_rows() { return min_rows.load(std::memory_order_relaxed); }
+void set_amx_min_rows(int64_t rows) { min_rows.store(std::max<int64_t>(1, rows), std::memory_order_relaxed); }
+
+#if LLM_AMX
+namespace {
+
+constexpr int kArchReqXcompPerm = 0x1023;  // arch_prctl: ask for an extended state component
+constexpr int kXfeatureXtiledata = 18;     // the AMX tile data
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+void load_tile_config() {
+  TileConfig cfg;
+  for (int t = 0; t < 8; ++t) {
+    cfg.colsb[t] = 64;
+    cfg.rows[t] = 16;
+  }
+  _tile_loadconfig(&cfg);
+}
+
+constexpr int64_t kPairBytes = 1024;  // one B tile: 16 pairs of k x 16 rows x 2 bf16
+
+// Dequantizes group g of one packed q4 tile (quant_linear.cpp draws its layout) into a B tile.
+inline void dequant_group(const uint8_t* blk, uint16_t* dst) {
+  const __m512 scale = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 256)));
+  const __m512 mins = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 288)));
+  const __m512i nibbles = _mm512_set1_epi32(0x000F000F), low = _mm512_set1_epi32(0xFFFF);
+  // interleaves [even 0..15 | odd 0..15] into (even n, odd n) pairs
+  const __m512i order = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
+                                         22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  for (int b = 0; b < 4; ++b) {
+    const __m512i w = _mm512_loadu_si512(blk + b * 64);
+    for (int p = 0; p < 4; ++p) {  // lane n: code(n, 8b + 2p) | code(n, 8b + 2p + 1) << 16
+      const __m512i pairs = _mm512_and_si512(_mm512_srli_epi32(w, 4 * p), nibbles);
+      const __m512 even = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_and_si512(pairs, low)), scale, mins);
+      const __m512 odd = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(pairs, 16)), scale, mins);
+      const __m512i both = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(odd, even));
+      _mm512_storeu_si512(dst + (4 * b + p) * 32, _mm512_permutexvar_epi16(order, both));
+    }
+  }
+}
+
+// bf16(x), rounded to nearest even, rows m..m16 zero: [m16, k]
+void to_bf16(const float* x, int64_t m, int64_t m16, int64_t k, uint16_t* out) {
+  for (int64_t i = 0; i < m * k; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
+                        reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_loadu_ps(x + i))));
+  std::memset(out + m * k, 0, (m16 - m) * k * 2);
+}
+
+// C tile t -> y rows [r0, r0 + 16) x columns [c0, c0 + 16), clipped to m x n. (The tile intrinsics
+// take their register as a literal, hence the switch.)
+inline void tile_store(int t, void* dst, int64_t stride) {
+  switch (t) {
+    case 0: _tile_stored(0, dst, stride); break;
+    case 1: _tile_stored(1, dst, stride); break;
+    case 2: _tile_stored(2, dst, stride); break;
+    default: _tile_stored(3, dst, stride); break;
+  }
+}
+
+inline void store_tile(int t, float* y, int64_t m, int64_t n, int64_t r0, int64_t c0) {
+  if (r0 >= m || c0 >= n) return;
+  if (r0 + 16 <= m && c0 + 16 <= n) {
+    tile_store(t, y + r0 * n + c0, n * 4);
+    return;
+  }
+  alignas(64) float tmp[16 * 16];
+  tile_store(t, tmp, 64);
+  const __mmask16 mask = c0 + 16 <= n ? 0xFFFF : static_cast<__mmask16>((1u << (n - c0)) - 1);
+  for (int64_t r = 0; r < 16 && r0 + r < m; ++r) _mm512_mask_storeu_ps(y + (r0 + r) * n + c0, mask, _mm512_load_ps(tmp + r * 16));
+}
+
+struct Job {
+  const uint16_t* x;  // bf16 [m16, k]
+  const uint8_t* packed;
+  float* y;
+  int64_t m, m16, k, n, tiles, tile_bytes;
+};
+
+// One chunk: pairs of weight tiles [begin, end) against every row
+void run_pairs(const Job& j, int64_t begin, int64_t end) {
+  const int64_t groups = j.k / kGroup, stride = j.k * 2;
+  std::vector<uint16_t> bbuf(groups * 2 * kPairBytes / 2);
+  load_tile_config();
+  for (int64_t pair = begin; pair < end; ++pair) {
+    const int64_t t0 = 2 * pair, nt = std::min<int64_t>(2, j.tiles - t0);
+    for (int64_t t = 0; t < nt; ++t)
+      for (int64_t g = 0; g < groups; ++g)
+        dequant_group(j.packed + (t0 + t) * j.tile_bytes + g * 320, bbuf.data() + (g * 2 + t) * 512);
+    if (nt == 1)  // an odd last tile: B tile 7 multiplies zeros, its columns are clipped
+      for (int64_t g = 0; g < groups; ++g) std::memset(bbuf.data() + (g * 2 + 1) * 512, 0, kPairBytes);
+    for (int64_t m0 = 0; m0 < j.m16; m0 += 32) {
+      const bool two = m0 + 16 < j.m16;  // a second block of 16 rows
+      _tile_zero(0);
+      _tile_zero(1);
+      _tile_zero(2);
+      _tile_zero(3);
+      for (int64_t g = 0; g < groups; ++g) {
+        const uint16_t* b = bbuf.data() + g * 2 * 512;
+        const uint16_t* a = j.x + m0 * j.k + g * kGroup;
+        _tile_loadd(4, a, stride);
+        _tile_loadd(6, b, 64);
+        _tile_loadd(7, b + 512, 64);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        if (two) {
+          _tile_loadd(5, a + 16 * j.k, stride);
+          _tile_dpbf16ps(2, 5, 6);
+          _tile_dpbf16ps(3, 5, 7);
+        }
+      }
+      const int64_t c0 = t0 * kTile;
+      store_tile(0, j.y, j.m, j.n, m0, c0);
+      store_tile(1, j.y, j.m, j.n, m0, c0 + 16);
+      if (two) {
+        store_tile(2, j.y, j.m, j.n, m0 + 16, c0);
+        store_tile(3, j.y, j.m, j.n, m0 + 16, c0 + 16);
+      }
+    }
+  }
+  _tile_release();
+}
+
+bool request_amx() { return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0; }
+
+}  // namespace
+
+bool amx_usable() {
+  static const bool granted = request_amx();  // once per process; every thread then may use tiles
+  return granted;
+}
+
+void q4_linear_amx(const float* x, int64_t m, int64_t k, const uint8_t* packed, int64_t n, float* y) {
+  const int64_t m16 = (m + 15) / 16 * 16, tiles = (n + kTile - 1) / kTile;
+  std::vector<uint16_t> xb(m16 * k);
+  to_bf16(x, m, m16, k, xb.data());
+  const Job job{xb.data(), packed, y, m, m16, k, n, tiles, k / kGroup * 320};
+  // chunks of 4 pairs (128 output channels): the tile configuration is loaded once a chunk
+  Pool::get().for_each((tiles + 1) / 2, 4, [&](int64_t begin, int64_t end) { run_pairs(job, begin, end); });
+}
+
+#else
+
+bool amx_usable() { return false; }
+
+void q4_linear_amx(const float*, int64_t, int64_t, const uint8_t*, int64_t, float*) {
+  TORCH_CHECK(false, "this build of the kernels has no AMX path");
+}
+
+#endif
+
+}  // namespace llm
