@@ -26,7 +26,9 @@ void rope_store_impl(const at::Tensor& qkv, const at::Tensor& cos, const at::Ten
   const int64_t* slot = slots.data_ptr<int64_t>();
   T *kp = kc.data_ptr<T>(), *vp = vc.data_ptr<T>();
   float* qp = q.data_ptr<float>();
-  for (int64_t i = 0; i < t; ++i) {
+  // tokens in chunks of the pool (each writes only its own slots): a decode step's few run inline
+  Pool::get().for_each(t, 32, [&](int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) {
     const float *row = src + i * width, *ci = c + i * d, *si = s + i * d;
     // x * cos + roll(x, D/2) * signed_sin, head by head: q heads, then k heads
     float rotated[512];  // one head: D <= 512 (checked)
@@ -44,6 +46,7 @@ void rope_store_impl(const at::Tensor& qkv, const at::Tensor& cos, const at::Ten
     T* vd = vp + slot[i] * hkv * d;
     for (int64_t j = 0; j < hkv * d; ++j) vd[j] = static_cast<T>(v[j]);
   }
+  });
 }
 
 #if LLM_AVX512

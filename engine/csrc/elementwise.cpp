@@ -5,6 +5,7 @@
 //   add_rms_norm(x, r, w)   x += r (the residual stream, in place), then rms_norm(x, w)
 //   silu_mul(gu)            silu(gu[:, :I]) * gu[:, I:]                         (gate | up halves)
 #include "common.h"
+#include "pool.h"
 
 namespace llm {
 namespace {
@@ -37,6 +38,9 @@ void check_norm(const at::Tensor& x, const at::Tensor& w) {
               "weight must be a contiguous float32 vector of the hidden size");
 }
 
+// Rows per chunk of the pool: about 16 K floats each, so a one-row step (decoding) runs inline.
+int64_t row_grain(int64_t row_len) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, row_len)); }
+
 }  // namespace
 
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps) {
@@ -45,7 +49,9 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps) {
   at::Tensor out = at::empty_like(x);
   const float *src = x.data_ptr<float>(), *wp = w.data_ptr<float>();
   float* dst = out.data_ptr<float>();
-  for (int64_t r = 0; r < t; ++r) norm_row(src + r * h, wp, static_cast<float>(eps), h, dst + r * h);
+  Pool::get().for_each(t, row_grain(h), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) norm_row(src + r * h, wp, static_cast<float>(eps), h, dst + r * h);
+  });
   return out;
 }
 
@@ -58,12 +64,14 @@ at::Tensor add_rms_norm(at::Tensor& x, const at::Tensor& residual, const at::Ten
   float* xs = x.data_ptr<float>();
   const float *rs = residual.data_ptr<float>(), *wp = w.data_ptr<float>();
   float* dst = out.data_ptr<float>();
-  for (int64_t r = 0; r < t; ++r) {
-    float* row = xs + r * h;
-    const float* add = rs + r * h;
-    for (int64_t i = 0; i < h; ++i) row[i] += add[i];  // (vectorized by the compiler)
-    norm_row(row, wp, static_cast<float>(eps), h, dst + r * h);
-  }
+  Pool::get().for_each(t, row_grain(h), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      float* row = xs + r * h;
+      const float* add = rs + r * h;
+      for (int64_t i = 0; i < h; ++i) row[i] += add[i];  // (vectorized by the compiler)
+      norm_row(row, wp, static_cast<float>(eps), h, dst + r * h);
+    }
+  });
   return out;
 }
 
@@ -74,7 +82,8 @@ at::Tensor silu_mul(const at::Tensor& gu) {
   at::Tensor out = at::empty({t, inter}, gu.options());
   const float* src = gu.data_ptr<float>();
   float* dst = out.data_ptr<float>();
-  for (int64_t r = 0; r < t; ++r) {
+  Pool::get().for_each(t, row_grain(inter), [&](int64_t begin, int64_t end) {
+  for (int64_t r = begin; r < end; ++r) {
     const float *g = src + r * 2 * inter, *u = g + inter;
     float* o = dst + r * inter;
     int64_t i = 0;
@@ -88,6 +97,7 @@ at::Tensor silu_mul(const at::Tensor& gu) {
 #endif
     for (; i < inter; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
   }
+  });
   return out;
 }
 
