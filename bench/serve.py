@@ -66,8 +66,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 TTFT_SLO_S, ITL_SLO_S = 2.0, 0.25
 
 
-def run_platform(jobs: list[Job], load: Load, args: argparse.Namespace, warm_up: Job) -> list[Outcome]:
-    """A fresh platform: start it, warm it up with one request, drive the load, tear it down."""
+def run_platform(
+    jobs: list[Job], load: Load, args: argparse.Namespace, warm_up: Job, notes: list[str]
+) -> list[Outcome]:
+    """A fresh platform: start it, warm it up with one request, drive the load, tear it down; notes
+    gets the peak RSS of its processes (bench/rss.py) over the run."""
+    from bench.rss import PeakRss
     from bench.targets import PlatformTarget
 
     async def serve(cfg: PlatformConfig, work: Path) -> list[Outcome]:
@@ -80,8 +84,14 @@ def run_platform(jobs: list[Job], load: Load, args: argparse.Namespace, warm_up:
             await target.generate(warm_up, Outcome(-1, "warm-up", 0.0, warm_up.spec.output_tokens))
             return await drive(target, jobs, load, args.seed, args.timeout)
 
-    with tempfile.TemporaryDirectory(prefix="bench-serve-") as work:
-        return asyncio.run(serve(run_config(Path(work), args), Path(work)))
+    with tempfile.TemporaryDirectory(prefix="bench-serve-") as work, PeakRss(os.getpid()) as peak:
+        outcomes = asyncio.run(serve(run_config(Path(work), args), Path(work)))
+    notes.append(
+        f"platform @ {load.label}: peak RSS {peak.mib:.0f} MiB (this process: the frontend and the load "
+        "client; tritonserver and its stubs; shared pages counted in each)"
+    )
+    print(notes[-1], flush=True)
+    return outcomes
 
 
 def run_platform_http(jobs: list[Job], load: Load, args: argparse.Namespace, warm_up: Job) -> list[Outcome]:
@@ -227,7 +237,7 @@ def main() -> int:
         for target in wanted:
             t0 = time.perf_counter()
             if target == "platform":
-                outcomes = run_platform(jobs, load, args, warm)
+                outcomes = run_platform(jobs, load, args, warm, notes)
             elif target == "platform-http":
                 outcomes = run_platform_http(jobs, load, args, warm)
             elif target == "platform-split":  # two runs: its gRPC half and its HTTP half

@@ -1,0 +1,41 @@
+"""bench/rss.py: the resident memory of a process tree, children included."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from bench.rss import PeakRss, children, tree_rss
+
+# a child that holds 64 MiB resident (bytes written, so the pages are real) until told to exit
+HOLD = (
+    "import sys; b = bytearray(64 << 20); b[::4096] = b'x' * len(b[::4096]); "
+    "print('ready', flush=True); sys.stdin.read()"
+)
+
+
+def test_a_child_and_its_memory_count_in_the_tree() -> None:
+    alone = tree_rss(os.getpid())
+    assert alone > 0
+    child = subprocess.Popen(
+        [sys.executable, "-c", HOLD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        assert child.pid in children(os.getpid())
+        with PeakRss(os.getpid(), period_s=0.01) as peak:
+            pass  # the first sample is taken on entry, the last before exit
+        assert peak.bytes >= tree_rss(child.pid) >= 64 << 20
+        assert peak.mib >= 64
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait()
+    assert child.pid not in children(os.getpid())
+
+
+def test_a_process_that_is_gone_counts_nothing() -> None:
+    pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
+    assert tree_rss(pid_max + 1) == 0  # no process can have that id
