@@ -70,8 +70,8 @@ def run_platform(
     jobs: list[Job], load: Load, args: argparse.Namespace, warm_up: Job, notes: list[str]
 ) -> list[Outcome]:
     """A fresh platform: start it, warm it up with one request, drive the load, tear it down; notes
-    gets the peak RSS of its processes (bench/rss.py) over the run."""
-    from bench.rss import PeakRss
+    gets the peak RSS of its processes (bench.pss.py) over the run."""
+    from bench.pss import PeakPss
     from bench.targets import PlatformTarget
 
     async def serve(cfg: PlatformConfig, work: Path) -> list[Outcome]:
@@ -84,11 +84,11 @@ def run_platform(
             await target.generate(warm_up, Outcome(-1, "warm-up", 0.0, warm_up.spec.output_tokens))
             return await drive(target, jobs, load, args.seed, args.timeout)
 
-    with tempfile.TemporaryDirectory(prefix="bench-serve-") as work, PeakRss(os.getpid()) as peak:
+    with tempfile.TemporaryDirectory(prefix="bench-serve-") as work, PeakPss(os.getpid()) as peak:
         outcomes = asyncio.run(serve(run_config(Path(work), args), Path(work)))
     notes.append(
-        f"platform @ {load.label}: peak RSS {peak.mib:.0f} MiB (this process: the frontend and the load "
-        "client; tritonserver and its stubs; shared pages counted in each)"
+        f"platform @ {load.label}: peak memory {peak.mib:.0f} MiB (PSS of this process, which holds the "
+        "frontend and the load client, and of tritonserver and its stubs)"
     )
     print(notes[-1], flush=True)
     return outcomes

@@ -7,6 +7,7 @@
 #include "common.h"
 #include "pool.h"
 
+#include <algorithm>
 #include <limits>
 #include <vector>
 
@@ -61,14 +62,17 @@ void scores_d64(const float* qs, const T* kp, const int64_t* row, int64_t bs, in
   simd::V qv[G][C64];
   for (int g = 0; g < G; ++g)
     for (int64_t c = 0; c < C64; ++c) qv[g][c] = simd::mul(simd::load(qs + g * D64 + c * simd::W), simd::set1(scale));
-  for (int64_t p = 0; p < ctx; ++p) {
-    const T* k = kp + ((row[p / bs] * bs + p % bs) * hkv + kvh) * D64;
-    simd::V kv[C64];
-    for (int64_t c = 0; c < C64; ++c) kv[c] = simd::load(k + c * simd::W);
-    for (int g = 0; g < G; ++g) {
-      simd::V acc = simd::mul(qv[g][0], kv[0]);
-      for (int64_t c = 1; c < C64; ++c) acc = simd::fmadd(qv[g][c], kv[c], acc);
-      scores[g * ctx + p] = simd::hsum(acc);
+  for (int64_t p0 = 0; p0 < ctx; p0 += bs) {  // block by block: no division per position
+    const T* base = kp + (row[p0 / bs] * bs * hkv + kvh) * D64;
+    for (int64_t p = p0; p < std::min(ctx, p0 + bs); ++p) {
+      const T* k = base + (p - p0) * hkv * D64;
+      simd::V kv[C64];
+      for (int64_t c = 0; c < C64; ++c) kv[c] = simd::load(k + c * simd::W);
+      for (int g = 0; g < G; ++g) {
+        simd::V acc = simd::mul(qv[g][0], kv[0]);
+        for (int64_t c = 1; c < C64; ++c) acc = simd::fmadd(qv[g][c], kv[c], acc);
+        scores[g * ctx + p] = simd::hsum(acc);
+      }
     }
   }
 }
@@ -79,13 +83,16 @@ void weighted_values_d64(const float* scores, const T* vp, const int64_t* row, i
   simd::V o[G][C64];
   for (int g = 0; g < G; ++g)
     for (int64_t c = 0; c < C64; ++c) o[g][c] = simd::zero();
-  for (int64_t p = 0; p < ctx; ++p) {
-    const T* v = vp + ((row[p / bs] * bs + p % bs) * hkv + kvh) * D64;
-    simd::V vv[C64];
-    for (int64_t c = 0; c < C64; ++c) vv[c] = simd::load(v + c * simd::W);
-    for (int g = 0; g < G; ++g) {
-      const simd::V w = simd::set1(scores[g * ctx + p]);
-      for (int64_t c = 0; c < C64; ++c) o[g][c] = simd::fmadd(w, vv[c], o[g][c]);
+  for (int64_t p0 = 0; p0 < ctx; p0 += bs) {
+    const T* base = vp + (row[p0 / bs] * bs * hkv + kvh) * D64;
+    for (int64_t p = p0; p < std::min(ctx, p0 + bs); ++p) {
+      const T* v = base + (p - p0) * hkv * D64;
+      simd::V vv[C64];
+      for (int64_t c = 0; c < C64; ++c) vv[c] = simd::load(v + c * simd::W);
+      for (int g = 0; g < G; ++g) {
+        const simd::V w = simd::set1(scores[g * ctx + p]);
+        for (int64_t c = 0; c < C64; ++c) o[g][c] = simd::fmadd(w, vv[c], o[g][c]);
+      }
     }
   }
   for (int g = 0; g < G; ++g)

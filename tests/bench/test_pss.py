@@ -1,4 +1,4 @@
-"""bench/rss.py: the resident memory of a process tree, children included."""
+"""bench/pss.py: the memory (PSS) of a process tree, children included."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.rss import PeakRss, children, tree_rss
+from bench.pss import PeakPss, children, tree_pss
 
 # a child that holds 64 MiB resident (bytes written, so the pages are real) until told to exit
 HOLD = (
@@ -17,7 +17,7 @@ HOLD = (
 
 
 def test_a_child_and_its_memory_count_in_the_tree() -> None:
-    alone = tree_rss(os.getpid())
+    alone = tree_pss(os.getpid())
     assert alone > 0
     child = subprocess.Popen(
         [sys.executable, "-c", HOLD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
@@ -25,9 +25,9 @@ def test_a_child_and_its_memory_count_in_the_tree() -> None:
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "ready"
         assert child.pid in children(os.getpid())
-        with PeakRss(os.getpid(), period_s=0.01) as peak:
+        with PeakPss(os.getpid(), period_s=0.01) as peak:
             pass  # the first sample is taken on entry, the last before exit
-        assert peak.bytes >= tree_rss(child.pid) >= 64 << 20
+        assert peak.bytes >= tree_pss(child.pid) >= 64 << 20
         assert peak.mib >= 64
     finally:
         assert child.stdin is not None
@@ -38,4 +38,4 @@ def test_a_child_and_its_memory_count_in_the_tree() -> None:
 
 def test_a_process_that_is_gone_counts_nothing() -> None:
     pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
-    assert tree_rss(pid_max + 1) == 0  # no process can have that id
+    assert tree_pss(pid_max + 1) == 0  # no process can have that id

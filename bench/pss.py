@@ -1,0 +1,70 @@
+"""Peak memory of a process tree while a load runs: a thread samples a process and all its
+descendants (from /proc) every `period_s`, and keeps the largest sum. Each process counts its
+proportional set size (PSS, /proc/<pid>/smaps_rollup): a page shared by n processes (the Python and
+torch libraries mapped by several) counts 1/n in each, so the sum is what the tree holds, where a
+sum of RSS would count shared pages once per process."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from types import TracebackType
+
+
+def children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def pss(pid: int) -> int:
+    """Bytes of `pid`'s proportional set size; 0 when it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return 0
+    line = next((x for x in text.splitlines() if x.startswith("Pss:")), "")
+    return int(line.split()[1]) * 1024 if line else 0
+
+
+def tree_pss(pid: int) -> int:
+    """Bytes that `pid` and its descendants hold now (their PSS; processes gone meanwhile count 0)."""
+    total, stack = 0, [pid]
+    while stack:
+        p = stack.pop()
+        total += pss(p)
+        stack += children(p)
+    return total
+
+
+class PeakPss:
+    """`with PeakPss(pid) as peak:` ... `peak.bytes` is the largest tree RSS sampled meanwhile."""
+
+    def __init__(self, pid: int, period_s: float = 0.5) -> None:
+        self.pid, self.period_s, self.bytes = pid, period_s, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="peak-pss", daemon=True)
+
+    def _run(self) -> None:
+        while True:
+            self.bytes = max(self.bytes, tree_pss(self.pid))
+            if self._stop.wait(self.period_s):
+                return
+
+    def __enter__(self) -> PeakPss:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def mib(self) -> float:
+        return self.bytes / (1 << 20)
