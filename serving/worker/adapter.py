@@ -16,6 +16,12 @@ sender (tensors.py says what they carry). Every request gets exactly one FINAL, 
                   rebuilds the engine; the loop goes on
     unloading     `close()` ends queued and live requests with "model is unloading"
 
+Batch-tier streams are coalesced while the batch is large: when a step answers at least
+`coalesce_from` requests, a BATCH-tier request's tokens are held until it has COALESCE_TOKENS of
+them (or finishes), then sent as one response. Each response costs the stub, tritonserver and the
+frontend per-response work on the cores the engine steps on; batch-tier clients ask for
+throughput, not an even token rhythm. Interactive streams always get every step's tokens at once.
+
 Prompts and outputs are never logged.
 """
 
@@ -28,6 +34,7 @@ import uuid
 from collections.abc import Callable
 from typing import Protocol
 
+from contracts.tier import Tier
 from contracts.worker import Refusal, refusal_message
 from engine.engine import CapacityError, EngineError, EngineRequest, FinishReason, Stats, StepOutput
 from serving.worker.protocol import ErrorResponse, Log, Request
@@ -55,15 +62,21 @@ class StepEngine(Protocol):
     def stats(self) -> Stats: ...
 
 
+COALESCE_TOKENS = 4  # batch-tier tokens per response while the batch is large (module docstring)
+COALESCE_FROM = 16  # requests answered in one step from which batch-tier streams are coalesced
+
+
 class _Live:
     """A request in the engine, with what is needed to answer it."""
 
-    __slots__ = ("held", "request", "streaming")
+    __slots__ = ("batch_tier", "held", "request", "streaming")
 
-    def __init__(self, request: Request, streaming: bool) -> None:
+    def __init__(self, request: Request, streaming: bool, batch_tier: bool) -> None:
         self.request = request  # kept until its FINAL is sent: Triton frees it after that
         self.streaming = streaming
-        self.held: list[int] = []  # non-streaming: every token, sent once at the end
+        self.batch_tier = batch_tier  # its stream may be coalesced
+        # non-streaming: every token, sent once at the end; streaming: tokens held for coalescing
+        self.held: list[int] = []
 
 
 class WorkerAdapter:
@@ -75,9 +88,11 @@ class WorkerAdapter:
         metrics: WorkerMetrics,
         log: Log,
         clock: Callable[[], float] = time.perf_counter,
+        coalesce_from: int = COALESCE_FROM,
     ) -> None:
         """engine: built on the thread that will run the loop; new_engine: builds a fresh one
-        there after a failed step. eos_ids: the stop tokens of a request that names no end_id."""
+        there after a failed step. eos_ids: the stop tokens of a request that names no end_id.
+        coalesce_from: see the module docstring."""
         self.engine = engine
         self._new_engine = new_engine
         self.eos_ids = eos_ids
@@ -89,6 +104,8 @@ class WorkerAdapter:
         self._stopping = threading.Event()
         self._loop_thread: threading.Thread | None = None
         self._was_busy = False
+        self.coalesce_from = coalesce_from
+        self._coalescing = False  # this step answers at least coalesce_from requests
 
     def submit(self, request: Request) -> None:
         self.incoming.put(request)
@@ -152,7 +169,8 @@ class WorkerAdapter:
         try:
             streaming = is_streaming(request)
             rid = self._unique_id(request.request_id())
-            admitted = self.engine.add_request(engine_request(request, rid, self.eos_ids))
+            taken = engine_request(request, rid, self.eos_ids)
+            admitted = self.engine.add_request(taken)
         except CapacityError as e:
             self._send_error(request, refusal_message(Refusal.CAPACITY, str(e)))
             return
@@ -162,7 +180,7 @@ class WorkerAdapter:
         except Exception as e:  # the engine failed: this request ends here, the loop's guard does the rest
             self._send_error(request, refusal_message(Refusal.INTERNAL_ERROR, type(e).__name__))
             raise
-        live = self.live[rid] = _Live(request, streaming)
+        live = self.live[rid] = _Live(request, streaming, taken.tier is Tier.BATCH)
         if streaming:
             try:
                 request.sender.send(admission_outputs(admitted), final=False)
@@ -189,6 +207,7 @@ class WorkerAdapter:
         checked = self._clock()
         outputs = self.engine.step()
         stepped = self._clock()
+        self._coalescing = len(outputs) >= self.coalesce_from
         for out in outputs:
             self._respond(out)
         responded = self._clock()
@@ -216,7 +235,12 @@ class WorkerAdapter:
             self.log.log_error(f"request {out.request_id[:64]} failed in the engine: {out.error}")
             sender.send(ErrorResponse(refusal_message(Refusal.INTERNAL_ERROR, out.error or "")), final=True)
         elif live.streaming:
-            sender.send(step_outputs(out.new_token_ids), final=done)
+            ids = [*live.held, *out.new_token_ids]
+            if not done and live.batch_tier and self._coalescing and len(ids) < COALESCE_TOKENS:
+                live.held = ids  # sent with a later step's tokens
+                return
+            live.held = []
+            sender.send(step_outputs(ids), final=done)
         else:
             live.held.extend(out.new_token_ids)
             if done:

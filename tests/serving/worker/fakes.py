@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.engine import CapacityError, EngineRequest, FinishReason, Stats, StepOutput
-from serving.worker.adapter import WorkerAdapter
+from serving.worker.adapter import COALESCE_FROM, WorkerAdapter
 from serving.worker.protocol import ErrorResponse, Response
 from serving.worker.worker_metrics import WorkerMetrics
 
@@ -187,7 +187,9 @@ class Clock:
         return self.now
 
 
-def make_adapter(engine: ScriptedEngine | None = None, clock: Clock | None = None) -> WorkerAdapter:
+def make_adapter(
+    engine: ScriptedEngine | None = None, clock: Clock | None = None, coalesce_from: int = COALESCE_FROM
+) -> WorkerAdapter:
     """An adapter over a scripted engine, as the loader leaves it but with no thread: tests turn the
     loop with run_once()."""
     return WorkerAdapter(
@@ -197,4 +199,5 @@ def make_adapter(engine: ScriptedEngine | None = None, clock: Clock | None = Non
         WorkerMetrics("m", MetricsApi()),
         Log(),
         clock=clock or Clock(),
+        coalesce_from=coalesce_from,
     )

@@ -207,3 +207,49 @@ def test_the_loop_reports_its_steps_and_where_their_time_went() -> None:
         ("cancel_check", 0.5), ("model", 0.5), ("respond", 0.5)
     ]  # fmt: skip
     assert cast(Metric, adapter.metrics.counters["steps"]).value == 2
+
+
+def test_batch_tier_streams_are_coalesced_while_the_batch_is_large() -> None:
+    """From `coalesce_from` requests answered in a step, a BATCH-tier stream gets its tokens four
+    at a time (the last ones with FINAL); interactive streams beside it still get every step's."""
+    adapter = make_adapter(coalesce_from=2)
+    batch = Request("b", out=6, tier=[int(Tier.BATCH)])
+    interactive = Request("i", out=6)
+    submit(adapter, batch, interactive)
+    for _ in range(6):
+        adapter.run_once()
+    assert batch.sent == [
+        ADMITTED,
+        ({"output_ids": [101, 102, 103, 104]}, False),
+        ({"output_ids": [105, 106]}, True),
+    ]
+    assert interactive.sent[1:] == [({"output_ids": [101 + n]}, n == 5) for n in range(6)]
+    assert adapter.live == {}
+
+
+def test_held_tokens_go_out_as_soon_as_the_batch_is_small_again_or_the_stream_is_cancelled() -> None:
+    adapter = make_adapter(coalesce_from=2)
+    a = Request("a", out=8, tier=[int(Tier.BATCH)])
+    short = Request("s", out=2)
+    submit(adapter, a, short)
+    adapter.run_once()
+    adapter.run_once()  # two answered: a holds 101, 102; the short one finishes
+    assert a.sent == [ADMITTED]
+    adapter.run_once()  # a alone: below coalesce_from, everything held goes out with its token
+    assert a.sent[1:] == [({"output_ids": [101, 102, 103]}, False)]
+    b = Request("b", out=8, tier=[int(Tier.BATCH)])
+    submit(adapter, b)
+    adapter.run_once()  # a and b: a holds 104
+    a.cancelled = True
+    adapter.run_once()
+    assert a.sent[-1] == (None, True)  # cancelled: a bare FINAL, the held token never delivered
+    assert_one_final(a, short)
+
+
+def test_a_small_batch_never_coalesces_the_batch_tier() -> None:
+    adapter = make_adapter()  # the default threshold: far above this batch
+    req = Request("b", out=3, tier=[int(Tier.BATCH)])
+    submit(adapter, req)
+    for _ in range(3):
+        adapter.run_once()
+    assert req.sent[1:] == [({"output_ids": [101 + n]}, n == 2) for n in range(3)]
