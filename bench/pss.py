@@ -31,27 +31,42 @@ def pss(pid: int) -> int:
     return int(line.split()[1]) * 1024 if line else 0
 
 
-def tree_pss(pid: int) -> int:
-    """Bytes that `pid` and its descendants hold now (their PSS; processes gone meanwhile count 0)."""
-    total, stack = 0, [pid]
+def tree_parts(pid: int) -> dict[str, int]:
+    """Bytes (PSS) that `pid` and its descendants hold now, by process name (processes of one name
+    summed; processes gone meanwhile count 0)."""
+    parts: dict[str, int] = {}
+    stack = [pid]
     while stack:
         p = stack.pop()
-        total += pss(p)
+        try:
+            name = Path(f"/proc/{p}/comm").read_text().strip()
+        except OSError:
+            continue
+        parts[name] = parts.get(name, 0) + pss(p)
         stack += children(p)
-    return total
+    return parts
+
+
+def tree_pss(pid: int) -> int:
+    """Bytes that `pid` and its descendants hold now (their PSS)."""
+    return sum(tree_parts(pid).values())
 
 
 class PeakPss:
-    """`with PeakPss(pid) as peak:` ... `peak.bytes` is the largest tree RSS sampled meanwhile."""
+    """`with PeakPss(pid) as peak:` ... `peak.bytes` is the largest tree PSS sampled meanwhile, and
+    `peak.parts` that sample by process name."""
 
     def __init__(self, pid: int, period_s: float = 0.5) -> None:
         self.pid, self.period_s, self.bytes = pid, period_s, 0
+        self.parts: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="peak-pss", daemon=True)
 
     def _run(self) -> None:
         while True:
-            self.bytes = max(self.bytes, tree_pss(self.pid))
+            parts = tree_parts(self.pid)
+            if sum(parts.values()) > self.bytes:
+                self.bytes, self.parts = sum(parts.values()), parts
             if self._stop.wait(self.period_s):
                 return
 
@@ -68,3 +83,8 @@ class PeakPss:
     @property
     def mib(self) -> float:
         return self.bytes / (1 << 20)
+
+    def breakdown(self) -> str:
+        """ "name 123 MiB, ..." of the peak sample, largest first."""
+        parts = sorted(self.parts.items(), key=lambda kv: -kv[1])
+        return ", ".join(f"{name} {b / (1 << 20):.0f} MiB" for name, b in parts)

@@ -88,7 +88,7 @@ def run_platform(
         outcomes = asyncio.run(serve(run_config(Path(work), args), Path(work)))
     notes.append(
         f"platform @ {load.label}: peak memory {peak.mib:.0f} MiB (PSS of this process, which holds the "
-        "frontend and the load client, and of tritonserver and its stubs)"
+        f"frontend and the load client, and of tritonserver and its stubs: {peak.breakdown()})"
     )
     print(notes[-1], flush=True)
     return outcomes

@@ -29,6 +29,7 @@ def test_a_child_and_its_memory_count_in_the_tree() -> None:
             pass  # the first sample is taken on entry, the last before exit
         assert peak.bytes >= tree_pss(child.pid) >= 64 << 20
         assert peak.mib >= 64
+        assert sum(peak.parts.values()) == peak.bytes and "MiB" in peak.breakdown()
     finally:
         assert child.stdin is not None
         child.stdin.close()
