@@ -4,6 +4,9 @@ kernels up before the first request.
 
     prefill steps of 16, 64 and 128 prompt tokens   -> seconds per prompt token
     decode steps of 1 and 16 sequences              -> the fixed cost, seconds per decoding sequence
+    a 64-token chunk after a cached 1,024-token     -> seconds per (prompt token, key) pair: what
+      prefix (prefix-cache hits: only the chunk       the chunk costs beyond 64 tokens at position 0
+      is computed)
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from engine.step_budget import StepCost
 PROBE_TOKENS = (16, 64, 128)  # prefill step sizes measured
 PROBE_DECODES = (1, 16)  # decode batch sizes measured
 DECODE_PROMPT = 8  # prompt tokens of each decoding probe sequence
+CONTEXT_PROBE = (1024, 64)  # (cached prefix, chunk) of the attention probe
 
 
 @dataclass(slots=True, frozen=True)
@@ -48,11 +52,17 @@ def measure(
     batches: Sequence[int] = PROBE_DECODES,
     repeats: int = 3,
     clock: Callable[[], float] = time.perf_counter,
+    context: tuple[int, int] = CONTEXT_PROBE,
+    kv_dtype: torch.dtype | None = None,
 ) -> StepCost:
-    """The fastest of `repeats` timings of each probe step, fitted (see the module docstring)."""
+    """The fastest of `repeats` timings of each probe step, fitted (see the module docstring), with
+    the KV cache in `kv_dtype` (default: `dtype`) as the worker will run it."""
 
     def engine(blocks: int, budget: int) -> Engine:
-        return Engine(model, EngineConfig(num_blocks=blocks, dtype=dtype, max_num_batched_tokens=budget))
+        config = EngineConfig(
+            num_blocks=blocks, dtype=dtype, max_num_batched_tokens=budget, kv_dtype=kv_dtype
+        )
+        return Engine(model, config)
 
     prefill = []
     for n in sizes:
@@ -78,10 +88,26 @@ def measure(
             best = min(best, clock() - start)
         decode.append((b, best))
     decoding, prefilling = fit(decode), fit(prefill)
+    prefix, n = context
+    e = engine(-(-(prefix + n) // 16) * (1 + repeats), prefix + n)
+    e.add_request(EngineRequest("context", tuple(range(100, 100 + prefix)), 1))
+    e.step()  # the prefix, now in the prefix cache
+    best = float("inf")
+    for r in range(repeats):
+        e.add_request(
+            EngineRequest(
+                f"context-{r}", (*range(100, 100 + prefix), *range(5000 + n * r, 5000 + n * (r + 1))), 1
+            )
+        )
+        start = clock()
+        e.step()  # the chunk alone, attending over prefix + chunk
+        best = min(best, clock() - start)
+    beyond = best - prefilling.intercept_s - prefilling.slope_s * n  # what position 0 would not cost
     return StepCost(
         fixed_s=decoding.intercept_s,
         per_decode_s=decoding.slope_s,
         per_prefill_token_s=prefilling.slope_s,
+        per_attended_s=max(beyond, 0.0) / (n * prefix),
     )
 
 

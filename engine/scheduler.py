@@ -152,31 +152,39 @@ class Scheduler:
             if decoding and self._grow(seq, 1, scheduled, preempted):
                 chunks.append(self._chunk(seq, 1))
                 scheduled.add(id(seq))
-        budget = self.prefill_budget(chunks)
         # 2. prefill chunks, in fair order, over running sequences part-way through their prompt
-        #    and waiting ones (admitted only while no memory was short this step)
-        admit = True
-        while budget > 0:
+        #    and waiting ones (admitted only while no memory was short this step); with a measured
+        #    budget each chunk is charged for the context it attends over (step_budget.py)
+        left = float(self.prefill_budget(chunks))
+        cost = None if self.max_num_batched_tokens else self.step_cost
+        admit, prefilled = True, False
+        while left >= 1:
             admit = admit and not preempted
             nxt = self._next_prefill(scheduled, admit)
             if nxt is None:
                 break
             seq = nxt
             if seq.status is SeqStatus.RUNNING:
-                n = min(seq.num_uncomputed, budget)
+                n = self._fit(cost, seq.num_computed_tokens, seq.num_uncomputed, left, prefilled)
+                if n == 0:
+                    break
                 if not self._grow(seq, n, scheduled, preempted):
                     continue  # it was itself preempted
             else:
-                started = self._start(seq, budget)
+                started = self._start(seq, cost, left, prefilled)
                 if started is None:
                     admit = False  # never preempt for new work
                     continue
+                if started == 0:
+                    break
                 n = started
             chunks.append(self._chunk(seq, n))
             scheduled.add(id(seq))
-            budget -= n
-            salt = seq.request.cache_salt
-            self._last_charge[salt] = n / seq.request.weight
+            charge = n if cost is None else cost.chunk_charge(seq.num_computed_tokens, n)
+            left -= charge
+            prefilled = True
+            salt = seq.request.cache_salt  # fair share counts what the chunk costs, its attention too
+            self._last_charge[salt] = charge / seq.request.weight
             self._served[salt] = self._served.get(salt, 0.0) + self._last_charge[salt]
         return SchedulerOutput(tuple(chunks), tuple(preempted))
 
@@ -251,17 +259,25 @@ class Scheduler:
                 return False
         return True
 
-    def _start(self, seq: Sequence, budget: int) -> int | None:
-        """Moves a waiting sequence to running with room for its first chunk (returned: at most
-        `budget` tokens), or leaves it waiting (pinning nothing under max_utilization): None."""
+    @staticmethod
+    def _fit(cost: StepCost | None, start: int, want: int, left: float, prefilled: bool) -> int:
+        """Tokens of a chunk from position `start` (at most `want`) that fit `left` of the step's
+        budget; the step's first chunk gets at least one, so some prompt always moves on."""
+        n = min(want, int(left)) if cost is None else cost.chunk_tokens(start, want, left)
+        return n if n or prefilled else min(want, 1)
+
+    def _start(self, seq: Sequence, cost: StepCost | None, left: float, prefilled: bool) -> int | None:
+        """Moves a waiting sequence to running with room for its first chunk (returned: what fits
+        `left`), or leaves it waiting (pinning nothing under max_utilization): None when memory is
+        short, 0 when its chunk does not fit what is left of the budget."""
         if not seq.matched_prefix:  # max_utilization, or preempted: blocks may still be cached
             self._match_prefix(seq)
-        n = min(seq.num_uncomputed, budget)
-        if not self.kv.allocate_slots(seq.id, seq.num_computed_tokens + n):
+        n = self._fit(cost, seq.num_computed_tokens, seq.num_uncomputed, left, prefilled)
+        if n == 0 or not self.kv.allocate_slots(seq.id, seq.num_computed_tokens + n):
             if self.policy == MAX_UTILIZATION:
                 self.kv.release_blocks(seq.id)
                 seq.num_computed_tokens, seq.matched_prefix = 0, False
-            return None
+            return None if n else 0
         self.waiting.remove(seq)
         seq.status = SeqStatus.RUNNING
         self.running.append(seq)

@@ -12,6 +12,12 @@ The budget keeps the interactive promise where it can be kept, and throughput wh
   a request that arrives meanwhile waits at most that long for its first chunk.
 Always at least MIN_BUDGET (every prompt makes progress) and at most MAX_BUDGET, a multiple of
 MULTIPLE tokens.
+
+A chunk's attention grows with the context it attends over (its n queries each read start + n keys),
+which a fit over short probes does not see: a 128-token chunk at position 1,500 costs several times
+one at position 0. So the budget is spent in prompt-token equivalents, a chunk of n tokens from
+position `start` costing n * (1 + (start + n) * per_attended_s / per_prefill_token_s)
+(`chunk_charge`), and a chunk is cut to what is left (`chunk_tokens`).
 """
 
 from __future__ import annotations
@@ -30,9 +36,26 @@ class StepCost:
     fixed_s: float  # seconds per step whatever its size
     per_decode_s: float  # seconds per decoding sequence
     per_prefill_token_s: float  # seconds per prompt token prefilled
+    per_attended_s: float = 0.0  # seconds per (prompt token, key it attends to) pair of a chunk
 
     def seconds(self, decodes: int, prefill_tokens: int) -> float:
         return self.fixed_s + self.per_decode_s * decodes + self.per_prefill_token_s * prefill_tokens
+
+    def chunk_charge(self, start: int, n: int) -> float:
+        """A chunk of n prompt tokens from position `start`, in prompt-token equivalents."""
+        return n * (1.0 + (start + n) * self._attended_per_token())
+
+    def chunk_tokens(self, start: int, want: int, left: float) -> int:
+        """The most tokens, at most `want`, of a chunk from position `start` whose charge fits
+        `left` prompt-token equivalents (0 when not even one does)."""
+        lo, hi = 0, max(0, min(want, int(left)))  # the charge grows with n: bisect for the largest
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if self.chunk_charge(start, mid) <= left else (lo, mid - 1)
+        return lo
+
+    def _attended_per_token(self) -> float:
+        return self.per_attended_s / self.per_prefill_token_s if self.per_prefill_token_s > 0 else 0.0
 
 
 def prefill_budget(

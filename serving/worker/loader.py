@@ -74,7 +74,9 @@ def _load(
         model = torch_thread.call(load_model, d.artifact_dir, dtype, None, use_kernels)
         cost = None
         if key is not None:
-            cost = torch_thread.call(_step_cost, model, dtype_name, d.step_cost_cache, key, cached, log)
+            cost = torch_thread.call(
+                _step_cost, model, (dtype_name, kv_dtype_name), d.step_cost_cache, key, cached, log
+            )
     config = EngineConfig(
         num_blocks=d.kv_cache_blocks,
         block_size=d.block_size,
@@ -108,14 +110,20 @@ def _load(
 
 
 def _step_cost(
-    model: LlamaForCausalLM, dtype_name: str, cache: str, key: str, cost: StepCost | None, log: Log
+    model: LlamaForCausalLM,
+    dtypes: tuple[str, str],
+    cache: str,
+    key: str,
+    cost: StepCost | None,
+    log: Log,
 ) -> StepCost:
     """This machine's step cost: `cost`, cached from an earlier load (then a warm-up step instead),
-    else measured by a few timed steps (which also warm the kernels up) and cached."""
-    dtype = DTYPES[dtype_name]
+    else measured by a few timed steps (which also warm the kernels up) and cached. dtypes: the
+    compute and the KV cache's."""
+    dtype = DTYPES[dtypes[0]]
     origin = "cached"
     if cost is None:
-        cost, origin = cost_model.measure(model, dtype), "measured"
+        cost, origin = cost_model.measure(model, dtype, kv_dtype=DTYPES[dtypes[1]]), "measured"
         if cache:
             step_cost_cache.save(Path(cache), key, cost)
     else:
@@ -123,7 +131,8 @@ def _step_cost(
     alone = step_budget.prefill_budget(cost, 1, interactive=True)
     log.log_info(
         f"step cost ({origin}) {cost.fixed_s * 1e3:.1f} ms + {cost.per_decode_s * 1e3:.2f} ms a decode + "
-        f"{cost.per_prefill_token_s * 1e3:.3f} ms a prompt token: beside one interactive decode a step "
+        f"{cost.per_prefill_token_s * 1e3:.3f} ms a prompt token + {cost.per_attended_s * 1e9:.0f} ns a "
+        "(token, key) pair of a chunk's attention: beside one interactive decode a step "
         f"prefills {alone} tokens (the {step_budget.ITL_OBJECTIVE_S * 1e3:.0f} ms objective)"
     )
     return cost

@@ -49,7 +49,11 @@ def cache_key(
         "kernels": kernels_library,
         "threads": [torch_threads, kernel_threads],
         "cpu": [cpu_model(), os.cpu_count()],
-        "probes": [list(cost_model.PROBE_TOKENS), list(cost_model.PROBE_DECODES)],
+        "probes": [
+            list(cost_model.PROBE_TOKENS),
+            list(cost_model.PROBE_DECODES),
+            list(cost_model.CONTEXT_PROBE),
+        ],
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -58,10 +62,16 @@ def load(folder: Path, key: str) -> StepCost | None:
     """The cost cached under `key`, or None (none yet, or a file that does not parse)."""
     try:
         raw = json.loads((folder / f"{key}.json").read_text())
-        cost = StepCost(float(raw["fixed_s"]), float(raw["per_decode_s"]), float(raw["per_prefill_token_s"]))
+        cost = StepCost(
+            float(raw["fixed_s"]),
+            float(raw["per_decode_s"]),
+            float(raw["per_prefill_token_s"]),
+            float(raw["per_attended_s"]),
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return cost if min(cost.fixed_s, cost.per_decode_s, cost.per_prefill_token_s) >= 0 else None
+    least = min(cost.fixed_s, cost.per_decode_s, cost.per_prefill_token_s, cost.per_attended_s)
+    return cost if least >= 0 else None
 
 
 def save(folder: Path, key: str, cost: StepCost) -> None:

@@ -55,8 +55,9 @@ def test_measure_times_each_probe_with_the_injected_clock(artifact_dir) -> None:
 
     ticks = itertools.count()
     # each clock() call pair brackets one timed step: prefill of 16 and 32 tokens take 2 and 3
-    # ticks, decode steps of 1 and 2 sequences 1.5 and 2 ticks (two repeats each)
-    durations = iter([2, 2, 3, 3, 1.5, 1.5, 2, 2])
+    # ticks, decode steps of 1 and 2 sequences 1.5 and 2 ticks (two repeats each), a 16-token
+    # chunk after a cached 64-token prefix 12 then 9 ticks
+    durations = iter([2, 2, 3, 3, 1.5, 1.5, 2, 2, 12, 9])
     now = [0.0]
 
     def clock() -> float:
@@ -65,7 +66,9 @@ def test_measure_times_each_probe_with_the_injected_clock(artifact_dir) -> None:
         return now[0]
 
     model = load_model(artifact_dir, torch.float32)
-    cost = measure(model, torch.float32, (16, 32), (1, 2), repeats=2, clock=clock)
+    cost = measure(model, torch.float32, (16, 32), (1, 2), repeats=2, clock=clock, context=(64, 16))
     assert cost.per_prefill_token_s == pytest.approx(1 / 16)
     assert cost.fixed_s == pytest.approx(1.0)
     assert cost.per_decode_s == pytest.approx(0.5)
+    # the best chunk (9) less what 16 tokens at position 0 take (1 + 16 / 16), per (token, key) pair
+    assert cost.per_attended_s == pytest.approx(7 / (16 * 64))

@@ -196,6 +196,58 @@ def test_a_measured_cost_sizes_each_steps_prefill_by_the_decodes_beside_it() -> 
     assert doc_chunk_after(bulk) == idle  # only a batch-tier decode: no inter-token objective to keep
 
 
+def test_a_measured_cost_charges_each_chunk_for_the_context_it_attends_over() -> None:
+    """With attention priced (per_attended_s), a document's chunks shrink as its prompt grows, each
+    step's charge staying within the budget; a short prompt beside it gets the rest."""
+    from engine.step_budget import StepCost, prefill_budget
+
+    # a (token, key) pair costs 1% of a prompt token: position 1,000 doubles a token's charge
+    cost = StepCost(fixed_s=0.010, per_decode_s=0.001, per_prefill_token_s=0.0002, per_attended_s=0.000002)
+    budget = prefill_budget(cost, 0, interactive=False)
+    sched = make_scheduler(num_blocks=2048, max_num_batched_tokens=0, step_cost=cost)
+    sched.add(make_seq("doc", 3000, max_out=1))
+    sizes, starts = [], []
+    while True:
+        (chunk,) = [c for c in sched.schedule().chunks if c.seq.id == "doc"]
+        assert cost.chunk_charge(chunk.start, chunk.num_tokens) <= budget
+        assert cost.chunk_charge(chunk.start, chunk.num_tokens + 1) > budget or chunk.sample
+        sizes.append(chunk.num_tokens)
+        starts.append(chunk.start)
+        sched.update(SchedulerOutput((chunk,), ()), {"doc": 999} if chunk.sample else {})
+        if chunk.sample:
+            break
+    assert sum(sizes) == 3000 and sizes[0] > sizes[-2] and sizes == sorted(sizes, reverse=True)[: len(sizes)]
+    late = sched_with_doc_at(cost, 2000)
+    out = late.schedule()
+    (doc,) = [c for c in out.chunks if c.seq.id == "doc"]
+    (chat,) = [c for c in out.chunks if c.seq.id == "chat"]
+    assert chat.num_tokens == 8  # shortest remaining first within the salt: the chat's whole prompt
+    assert cost.chunk_charge(0, 8) + cost.chunk_charge(doc.start, doc.num_tokens) <= budget
+
+
+def sched_with_doc_at(cost, position: int):
+    """A scheduler whose document has `position` prompt tokens computed, a short chat waiting."""
+    sched = make_scheduler(num_blocks=2048, max_num_batched_tokens=0, step_cost=cost)
+    doc = make_seq("doc", position + 1000, max_out=1)
+    sched.add(doc)
+    while doc.num_computed_tokens < position:
+        out = sched.schedule()
+        (chunk,) = out.chunks
+        cut = min(chunk.num_tokens, position - chunk.start)
+        sched.update(SchedulerOutput((type(chunk)(doc, chunk.start, cut, False),), ()), {})
+    sched.add(make_seq("chat", 8, max_out=2))
+    return sched
+
+
+def test_the_first_chunk_of_a_step_moves_on_even_when_its_context_prices_it_over_the_budget() -> None:
+    from engine.step_budget import StepCost
+
+    pricey = StepCost(fixed_s=0.010, per_decode_s=0.001, per_prefill_token_s=0.0002, per_attended_s=0.01)
+    sched = sched_with_doc_at(pricey, 1500)
+    sched.finish(next(s for s in sched.waiting if s.id == "chat"), FinishReason.ABORTED)
+    assert plan(sched.schedule()) == [("doc", 1500, 1, False)]
+
+
 def test_a_budget_of_zero_needs_a_measured_cost() -> None:
     with pytest.raises(ValueError, match="measured step cost"):
         make_scheduler(max_num_batched_tokens=0)
