@@ -158,16 +158,18 @@ class Scheduler:
         left = float(self.prefill_budget(chunks))
         cost = None if self.max_num_batched_tokens else self.step_cost
         admit, prefilled = True, False
+        too_big: set[int] = set()  # sequences whose next chunk is priced over what is left
         while left >= 1:
             admit = admit and not preempted
-            nxt = self._next_prefill(scheduled, admit)
+            nxt = self._next_prefill(scheduled | too_big, admit)
             if nxt is None:
                 break
             seq = nxt
             if seq.status is SeqStatus.RUNNING:
                 n = self._fit(cost, seq.num_computed_tokens, seq.num_uncomputed, left, prefilled)
                 if n == 0:
-                    break
+                    too_big.add(id(seq))  # a shorter context may still fit
+                    continue
                 if not self._grow(seq, n, scheduled, preempted):
                     continue  # it was itself preempted
             else:
@@ -176,7 +178,8 @@ class Scheduler:
                     admit = False  # never preempt for new work
                     continue
                 if started == 0:
-                    break
+                    too_big.add(id(seq))
+                    continue
                 n = started
             chunks.append(self._chunk(seq, n))
             scheduled.add(id(seq))
@@ -233,7 +236,7 @@ class Scheduler:
             if s.status is SeqStatus.RUNNING and s.num_uncomputed > 1 and id(s) not in scheduled
         ]
         if admit and len(self.running) < self.max_num_seqs:
-            candidates += self.waiting
+            candidates += [s for s in self.waiting if id(s) not in scheduled]
         if not candidates:
             return None
         if not self.fair_share:
