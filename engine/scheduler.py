@@ -26,7 +26,7 @@ from contracts.capacity import blocks_for
 from contracts.tier import Tier
 from engine.kv_cache_manager import KVCacheManager
 from engine.sequence import FinishReason, SeqStatus, Sequence
-from engine.step_budget import StepCost, prefill_budget
+from engine.step_budget import StepCost, chunk_fit, prefill_budget
 
 GUARANTEED_NO_EVICT = "guaranteed_no_evict"
 MAX_UTILIZATION = "max_utilization"
@@ -166,7 +166,7 @@ class Scheduler:
                 break
             seq = nxt
             if seq.status is SeqStatus.RUNNING:
-                n = self._fit(cost, seq.num_computed_tokens, seq.num_uncomputed, left, prefilled)
+                n = chunk_fit(cost, seq.num_computed_tokens, seq.num_uncomputed, left, prefilled)
                 if n == 0:
                     too_big.add(id(seq))  # a shorter context may still fit
                     continue
@@ -262,20 +262,13 @@ class Scheduler:
                 return False
         return True
 
-    @staticmethod
-    def _fit(cost: StepCost | None, start: int, want: int, left: float, prefilled: bool) -> int:
-        """Tokens of a chunk from position `start` (at most `want`) that fit `left` of the step's
-        budget; the step's first chunk gets at least one, so some prompt always moves on."""
-        n = min(want, int(left)) if cost is None else cost.chunk_tokens(start, want, left)
-        return n if n or prefilled else min(want, 1)
-
     def _start(self, seq: Sequence, cost: StepCost | None, left: float, prefilled: bool) -> int | None:
         """Moves a waiting sequence to running with room for its first chunk (returned: what fits
         `left`), or leaves it waiting (pinning nothing under max_utilization): None when memory is
         short, 0 when its chunk does not fit what is left of the budget."""
         if not seq.matched_prefix:  # max_utilization, or preempted: blocks may still be cached
             self._match_prefix(seq)
-        n = self._fit(cost, seq.num_computed_tokens, seq.num_uncomputed, left, prefilled)
+        n = chunk_fit(cost, seq.num_computed_tokens, seq.num_uncomputed, left, prefilled)
         if n == 0 or not self.kv.allocate_slots(seq.id, seq.num_computed_tokens + n):
             if self.policy == MAX_UTILIZATION:
                 self.kv.release_blocks(seq.id)

@@ -71,3 +71,11 @@ def prefill_budget(
     tokens = (step - decoding) / cost.per_prefill_token_s
     budget = int(tokens) // MULTIPLE * MULTIPLE
     return min(MAX_BUDGET, max(MIN_BUDGET, budget))
+
+
+def chunk_fit(cost: StepCost | None, start: int, want: int, left: float, prefilled: bool) -> int:
+    """Tokens of a chunk from position `start` (at most `want`) that fit `left` of a step's budget,
+    charged by `cost` (None: a fixed budget, a token each); the step's first chunk (nothing
+    `prefilled` yet) gets at least one, so some prompt always moves on."""
+    n = min(want, int(left)) if cost is None else cost.chunk_tokens(start, want, left)
+    return n if n or prefilled else min(want, 1)

@@ -72,3 +72,17 @@ def test_measure_times_each_probe_with_the_injected_clock(artifact_dir) -> None:
     assert cost.per_decode_s == pytest.approx(0.5)
     # the best chunk (9) less what 16 tokens at position 0 take (1 + 16 / 16), per (token, key) pair
     assert cost.per_attended_s == pytest.approx(7 / (16 * 64))
+
+
+def test_a_chunk_is_cut_to_what_its_context_leaves_of_the_budget() -> None:
+    from engine.step_budget import chunk_fit
+
+    cost = StepCost(0.010, 0.001, 0.001, per_attended_s=0.00001)  # a (token, key) pair: 1% of a token
+    assert cost.chunk_charge(0, 100) == pytest.approx(100 * 2.0)
+    assert cost.chunk_charge(900, 100) == pytest.approx(100 * 11.0)
+    assert cost.chunk_tokens(0, 500, 200.0) == 100  # the most that fits: 101 tokens would cost 203
+    assert cost.chunk_tokens(900, 500, 200.0) == 19  # 19 * 10.19 = 193.6; 20 * 10.2 = 204
+    assert cost.chunk_tokens(900, 5, 200.0) == 5  # never more than the prompt has left
+    assert chunk_fit(cost, 5000, 500, 20.0, prefilled=True) == 0  # 1 token at 5,000 costs 51
+    assert chunk_fit(cost, 5000, 500, 20.0, prefilled=False) == 1  # a step's first chunk moves on
+    assert chunk_fit(None, 5000, 500, 20.5, prefilled=True) == 20  # a fixed budget: a token each
