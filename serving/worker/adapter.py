@@ -235,9 +235,10 @@ class WorkerAdapter:
             self.log.log_error(f"request {out.request_id[:64]} failed in the engine: {out.error}")
             sender.send(ErrorResponse(refusal_message(Refusal.INTERNAL_ERROR, out.error or "")), final=True)
         elif live.streaming:
-            ids = [*live.held, *out.new_token_ids]
+            # the step's tokens as they are, unless some were held for coalescing (no copy per step)
+            ids = (*live.held, *out.new_token_ids) if live.held else out.new_token_ids
             if not done and live.batch_tier and self._coalescing and len(ids) < COALESCE_TOKENS:
-                live.held = ids  # sent with a later step's tokens
+                live.held = list(ids)  # sent with a later step's tokens
                 return
             live.held = []
             sender.send(step_outputs(ids), final=done)
