@@ -20,19 +20,25 @@ _loaded: Path | None = None
 
 def load(path: Path) -> str:
     """Registers the library at `path` (again: nothing) and returns the code path it was built
-    with ("avx512-vnni", "avx2" or "scalar"; "+amx" when int4 steps of many rows run on AMX tiles).
-    ValueError when another library is already loaded.
+    with ("avx512-vnni", "avx2" or "scalar"; "+amx" when int4 steps of many rows run on AMX tiles,
+    "+bf16" when they run on AVX-512 BF16 dot products). ValueError when another library is
+    already loaded.
 
-    `LLM_KERNELS_AMX_MIN_ROWS` (environment) sets the rows from which int4 matmuls take the AMX
-    path (engine/csrc/amx.h; a huge value turns it off): for side-by-side measurements."""
+    `LLM_KERNELS_AMX_MIN_ROWS` and `LLM_KERNELS_BF16_MIN_ROWS` (environment) set the rows from
+    which int4 matmuls take the AMX path (engine/csrc/amx.h) or the AVX-512 BF16 one
+    (engine/csrc/bf16dot.h); a huge value turns it off: for side-by-side measurements."""
     global _loaded
     with _lock:
         if _loaded is None:
             torch.ops.load_library(str(path))  # type: ignore[no-untyped-call]
             _loaded = path
-            rows = os.environ.get("LLM_KERNELS_AMX_MIN_ROWS")
-            if rows:
-                torch.ops.llm.set_amx_min_rows(int(rows))
+            for name, setter in (
+                ("LLM_KERNELS_AMX_MIN_ROWS", torch.ops.llm.set_amx_min_rows),
+                ("LLM_KERNELS_BF16_MIN_ROWS", torch.ops.llm.set_bf16dot_min_rows),
+            ):
+                rows = os.environ.get(name)
+                if rows:
+                    setter(int(rows))
         elif _loaded != path:
             raise ValueError(f"kernels already loaded from {_loaded}, not {path}")
     return isa()

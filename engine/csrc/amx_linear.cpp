@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "pool.h"
+#include "q4_bf16.h"
 
 namespace llm {
 
@@ -55,36 +56,6 @@ void load_tile_config() {
     cfg.rows[t] = 16;
   }
   _tile_loadconfig(&cfg);
-}
-
-constexpr int64_t kPairBytes = 1024;  // one B tile: 16 pairs of k x 16 rows x 2 bf16
-
-// Dequantizes group g of one packed q4 tile (quant_linear.cpp draws its layout) into a B tile.
-inline void dequant_group(const uint8_t* blk, uint16_t* dst) {
-  const __m512 scale = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 256)));
-  const __m512 mins = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 288)));
-  const __m512i nibbles = _mm512_set1_epi32(0x000F000F), low = _mm512_set1_epi32(0xFFFF);
-  // interleaves [even 0..15 | odd 0..15] into (even n, odd n) pairs
-  const __m512i order = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
-                                         22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-  for (int b = 0; b < 4; ++b) {
-    const __m512i w = _mm512_loadu_si512(blk + b * 64);
-    for (int p = 0; p < 4; ++p) {  // lane n: code(n, 8b + 2p) | code(n, 8b + 2p + 1) << 16
-      const __m512i pairs = _mm512_and_si512(_mm512_srli_epi32(w, 4 * p), nibbles);
-      const __m512 even = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_and_si512(pairs, low)), scale, mins);
-      const __m512 odd = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(pairs, 16)), scale, mins);
-      const __m512i both = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(odd, even));
-      _mm512_storeu_si512(dst + (4 * b + p) * 32, _mm512_permutexvar_epi16(order, both));
-    }
-  }
-}
-
-// bf16(x), rounded to nearest even, rows m..m16 zero: [m16, k]
-void to_bf16(const float* x, int64_t m, int64_t m16, int64_t k, uint16_t* out) {
-  for (int64_t i = 0; i < m * k; i += 16)
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
-                        reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_loadu_ps(x + i))));
-  std::memset(out + m * k, 0, (m16 - m) * k * 2);
 }
 
 // C tile t -> y rows [r0, r0 + 16) x columns [c0, c0 + 16), clipped to m x n. (The tile intrinsics

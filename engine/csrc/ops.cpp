@@ -2,6 +2,7 @@
 #include <torch/library.h>
 
 #include "amx.h"
+#include "bf16dot.h"
 #include "common.h"
 #include "pool.h"
 
@@ -21,18 +22,33 @@ at::Tensor topk_indices(const at::Tensor& logits, int64_t k);
 // Which code paths this build has (engine/kernels.py reports it).
 std::string isa() {
   const std::string base = LLM_AVX512 ? "avx512-vnni" : LLM_AVX2 ? "avx2" : "scalar";
-  return amx_usable() ? base + "+amx" : base;
+  return amx_usable() ? base + "+amx" : bf16dot_usable() ? base + "+bf16" : base;
 }
 
-// The AMX path (amx_linear.cpp) alone, whatever the rows: for tests and measurements.
-at::Tensor q4_linear_amx_op(const at::Tensor& x, const at::Tensor& packed, int64_t n) {
+namespace {
+void check_q4(const at::Tensor& x, const at::Tensor& packed, int64_t n) {
   check_f32_2d(x, "x");
-  TORCH_CHECK(amx_usable(), "AMX is not usable here");
   TORCH_CHECK(x.size(1) % kGroup == 0 && packed.scalar_type() == at::kByte && packed.is_contiguous() &&
                   packed.numel() == (n + kTile - 1) / kTile * (x.size(1) / kGroup) * 320,
               "packed weight does not match ", n, " x ", x.size(1));
+}
+}  // namespace
+
+// The AMX path (amx_linear.cpp) alone, whatever the rows: for tests and measurements.
+at::Tensor q4_linear_amx_op(const at::Tensor& x, const at::Tensor& packed, int64_t n) {
+  TORCH_CHECK(amx_usable(), "AMX is not usable here");
+  check_q4(x, packed, n);
   at::Tensor y = at::empty({x.size(0), n}, x.options());
   q4_linear_amx(x.data_ptr<float>(), x.size(0), x.size(1), packed.data_ptr<uint8_t>(), n, y.data_ptr<float>());
+  return y;
+}
+
+// The AVX-512 BF16 path (bf16dot_linear.cpp) alone, whatever the rows: for tests and measurements.
+at::Tensor q4_linear_bf16dot_op(const at::Tensor& x, const at::Tensor& packed, int64_t n) {
+  TORCH_CHECK(bf16dot_usable(), "AVX-512 BF16 is not usable here");
+  check_q4(x, packed, n);
+  at::Tensor y = at::empty({x.size(0), n}, x.options());
+  q4_linear_bf16dot(x.data_ptr<float>(), x.size(0), x.size(1), packed.data_ptr<uint8_t>(), n, y.data_ptr<float>());
   return y;
 }
 
@@ -49,6 +65,9 @@ TORCH_LIBRARY(llm, m) {
   m.def("q4_linear_amx(Tensor x, Tensor packed, int n) -> Tensor");
   m.def("amx_min_rows() -> int", &llm::amx_min_rows);
   m.def("set_amx_min_rows(int rows) -> ()", &llm::set_amx_min_rows);
+  m.def("q4_linear_bf16dot(Tensor x, Tensor packed, int n) -> Tensor");
+  m.def("bf16dot_min_rows() -> int", &llm::bf16dot_min_rows);
+  m.def("set_bf16dot_min_rows(int rows) -> ()", &llm::set_bf16dot_min_rows);
   m.def("q8_linear(Tensor x, Tensor packed, Tensor scales) -> Tensor");
   m.def("rms_norm(Tensor x, Tensor weight, float eps) -> Tensor");
   m.def("add_rms_norm(Tensor(a!) x, Tensor residual, Tensor weight, float eps) -> Tensor");
@@ -64,6 +83,7 @@ TORCH_LIBRARY(llm, m) {
 TORCH_LIBRARY_IMPL(llm, CPU, m) {
   m.impl("q4_linear", &llm::q4_linear);
   m.impl("q4_linear_amx", &llm::q4_linear_amx_op);
+  m.impl("q4_linear_bf16dot", &llm::q4_linear_bf16dot_op);
   m.impl("q8_linear", &llm::q8_linear);
   m.impl("rms_norm", &llm::rms_norm);
   m.impl("add_rms_norm", &llm::add_rms_norm);

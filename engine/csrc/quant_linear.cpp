@@ -21,6 +21,7 @@
 //   q8  [T, G, 512] bytes, per group g: 16 blocks of 32 bytes, block b holding k = 2b, 2b+1:
 //       byte 2r + j = code[r, 2b + j] (signed); one fp32 scale per output row beside it.
 #include "amx.h"
+#include "bf16dot.h"
 #include "common.h"
 #include "pool.h"
 #include "quant_acts.h"
@@ -165,6 +166,10 @@ at::Tensor quantized_linear(Scheme scheme, const at::Tensor& x, const at::Tensor
   at::Tensor y = at::empty({m, n}, x.options());
   if (scheme == Scheme::kInt4 && m >= amx_min_rows() && amx_usable()) {
     q4_linear_amx(x.data_ptr<float>(), m, k, packed.data_ptr<uint8_t>(), n, y.data_ptr<float>());
+    return y;
+  }
+  if (scheme == Scheme::kInt4 && m >= bf16dot_min_rows() && bf16dot_usable()) {
+    q4_linear_bf16dot(x.data_ptr<float>(), m, k, packed.data_ptr<uint8_t>(), n, y.data_ptr<float>());
     return y;
   }
   const Acts a = quantize_acts(x.data_ptr<float>(), m, k);

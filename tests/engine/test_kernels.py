@@ -24,8 +24,10 @@ MARCH_ISA = {"x86-64-v2": "scalar", "x86-64-v3": "avx2"}  # what a build for ano
 def native_isa() -> str:
     """The vector path engine/csrc/common.h picks for this CPU's flags."""
     flags = set(Path("/proc/cpuinfo").read_text().split("flags")[1].split("\n")[0].split())
-    if {"avx512f", "avx512bw", "avx512_vnni"} <= flags:  # with AMX tiles: amx_linear.cpp as well
-        return "avx512-vnni+amx" if {"amx_tile", "amx_bf16", "avx512_bf16"} <= flags else "avx512-vnni"
+    if {"avx512f", "avx512bw", "avx512_vnni"} <= flags:  # the bf16 paths as well where they exist
+        if {"amx_tile", "amx_bf16", "avx512_bf16"} <= flags:
+            return "avx512-vnni+amx"
+        return "avx512-vnni+bf16" if "avx512_bf16" in flags else "avx512-vnni"
     return "avx2" if {"avx2", "fma", "f16c"} <= flags else "scalar"
 
 

@@ -1,0 +1,129 @@
+// The int4 linear layer on AVX-512 BF16 dot products (VDPBF16PS), for steps of many rows on CPUs
+// without AMX tiles: prefill chunks and large decode batches. Same result as the AMX path
+// (amx_linear.cpp) up to the order of fp32 sums: y = x @ W^T, x rounded to bf16, W = code * scale +
+// min per group of 32 input channels rounded to bf16, products summed in fp32.
+//
+// Why: the VNNI path (quant_linear.cpp) unpacks the codes for every 8 rows of x and pays a float
+// epilogue per group of 32 channels and row; here each chunk of four 16-row weight tiles is
+// dequantized once per call into a small buffer (q4_bf16.h draws its layout), and the inner loop is
+// nothing but dot products: per pair of k, one broadcast of x's two bf16 values per row against the
+// four tiles' 64-byte rows.
+//
+//   acc[r][t] (16 fp32 lanes = 16 output rows of tile t) += sum_{i in pair kp} x[r, i] * W[tile t row, i]
+//
+// Each chunk of work is four weight tiles (64 output channels) against a block of rows of x, so a
+// dequantized chunk is used by up to kRowBlock rows.
+#include "bf16dot.h"
+
+#include <algorithm>
+#include <atomic>
+#include <vector>
+
+#include "pool.h"
+#include "q4_bf16.h"
+
+namespace llm {
+
+namespace {
+std::atomic<int64_t> min_rows{kBf16DotMinRows};
+}  // namespace
+
+int64_t bf16dot_min_rows() { return min_rows.load(std::memory_order_relaxed); }
+void set_bf16dot_min_rows(int64_t rows) { min_rows.store(std::max<int64_t>(1, rows), std::memory_order_relaxed); }
+
+#if LLM_BF16
+namespace {
+
+struct Job {
+  const uint16_t* x;  // bf16 [m, k]
+  const uint8_t* packed;
+  float* y;
+  int64_t m, k, n, tiles, tile_bytes;
+  int64_t r_begin, r_end;  // the block of rows this job multiplies
+};
+
+// Rows a job multiplies at most: x's block (at most 240 x 1536 x 2 bytes = 720 KiB) stays in L2
+// while every chunk of tiles reads it; a many-row step (a prefill of thousands of tokens) is cut
+// into such blocks, each chunk dequantizing its tiles again (a few percent of the dot products).
+constexpr int64_t kRowBlock = 240;
+
+constexpr int64_t kTiles = 4;  // weight tiles a chunk of work dequantizes together: 64 outputs
+
+// Rows r0 .. r0 + MN of x against the dequantized tiles b (groups x kTiles x 1 KiB): y columns c0 ..
+// c0 + 64, clipped to n. MN = 6: 24 accumulators, 4 weight rows and a broadcast within the 32
+// registers, 6 broadcasts and 4 loads for 24 dot products.
+template <int MN>
+void rows_x_tiles(const Job& j, const uint16_t* b, int64_t r0, int64_t c0) {
+  __m512 acc[MN][kTiles];
+  for (int r = 0; r < MN; ++r)
+    for (int t = 0; t < kTiles; ++t) acc[r][t] = _mm512_setzero_ps();
+  const int64_t groups = j.k / kGroup;
+  const uint16_t* x = j.x + r0 * j.k;
+  for (int64_t g = 0; g < groups; ++g) {
+    const uint16_t* bg = b + g * kTiles * 512;  // tile t's 16 pairs of k at bg + t * 512
+    for (int kp = 0; kp < 16; ++kp) {
+      __m512bh w[kTiles];
+      for (int t = 0; t < kTiles; ++t) w[t] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(bg + t * 512 + kp * 32));
+      for (int r = 0; r < MN; ++r) {
+        int32_t pair;  // x[r, 2kp], x[r, 2kp + 1] of this group
+        std::memcpy(&pair, x + r * j.k + g * kGroup + 2 * kp, 4);
+        const __m512bh a = reinterpret_cast<__m512bh>(_mm512_set1_epi32(pair));
+        for (int t = 0; t < kTiles; ++t) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], w[t], a);
+      }
+    }
+  }
+  for (int t = 0; t < kTiles; ++t) {
+    const int64_t col = c0 + t * kTile;
+    if (col >= j.n) break;
+    const __mmask16 mask = col + kTile <= j.n ? 0xFFFF : static_cast<__mmask16>((1u << (j.n - col)) - 1);
+    for (int r = 0; r < MN; ++r) _mm512_mask_storeu_ps(j.y + (r0 + r) * j.n + col, mask, acc[r][t]);
+  }
+}
+
+// One chunk: quads of weight tiles [begin, end) against every row
+void run_quads(const Job& j, int64_t begin, int64_t end) {
+  const int64_t groups = j.k / kGroup;
+  std::vector<uint16_t> b(groups * kTiles * kPairBytes / 2);
+  for (int64_t quad = begin; quad < end; ++quad) {
+    const int64_t t0 = kTiles * quad, nt = std::min<int64_t>(kTiles, j.tiles - t0);
+    for (int64_t g = 0; g < groups; ++g)
+      for (int64_t t = 0; t < kTiles; ++t) {
+        uint16_t* dst = b.data() + (g * kTiles + t) * 512;
+        if (t < nt) dequant_group(j.packed + (t0 + t) * j.tile_bytes + g * 320, dst);
+        else std::memset(dst, 0, kPairBytes);  // past the last tile: zeros, never stored
+      }
+    int64_t r0 = j.r_begin;
+    for (; r0 + 6 <= j.r_end; r0 += 6) rows_x_tiles<6>(j, b.data(), r0, t0 * kTile);
+    for (; r0 + 2 <= j.r_end; r0 += 2) rows_x_tiles<2>(j, b.data(), r0, t0 * kTile);
+    for (; r0 < j.r_end; ++r0) rows_x_tiles<1>(j, b.data(), r0, t0 * kTile);
+  }
+}
+
+}  // namespace
+
+bool bf16dot_usable() { return true; }
+
+void q4_linear_bf16dot(const float* x, int64_t m, int64_t k, const uint8_t* packed, int64_t n, float* y) {
+  const int64_t tiles = (n + kTile - 1) / kTile;
+  std::vector<uint16_t> xb(m * k);
+  // rows in chunks of about 64 KiB of x
+  Pool::get().for_each(m, std::max<int64_t>(1, 16384 / k), [&](int64_t begin, int64_t end) {
+    to_bf16(x + begin * k, end - begin, end - begin, k, xb.data() + begin * k);
+  });
+  for (int64_t r0 = 0; r0 < m; r0 += kRowBlock) {
+    const Job job{xb.data(), packed, y, m, k, n, tiles, k / kGroup * 320, r0, std::min(m, r0 + kRowBlock)};
+    Pool::get().for_each((tiles + kTiles - 1) / kTiles, 1, [&](int64_t begin, int64_t end) { run_quads(job, begin, end); });
+  }
+}
+
+#else
+
+bool bf16dot_usable() { return false; }
+
+void q4_linear_bf16dot(const float*, int64_t, int64_t, const uint8_t*, int64_t, float*) {
+  TORCH_CHECK(false, "this build of the kernels has no AVX-512 BF16 path");
+}
+
+#endif
+
+}  // namespace llm

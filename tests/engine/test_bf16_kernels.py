@@ -1,0 +1,125 @@
+"""The two bf16 paths of the int4 linear layer, AMX tiles (engine/csrc/amx_linear.cpp) and AVX-512
+BF16 dot products (engine/csrc/bf16dot_linear.cpp), against x @ dequant(W)^T in float64, and their
+place in `llm::q4_linear`: many-row steps take one (AMX first), few-row steps keep the VNNI path.
+On a CPU without a path's instructions the path is absent and says so."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+
+from engine.quant import dequantize, pack_q4, quantize_int4
+from prebuild.kernels import load_kernels
+
+ops = torch.ops.llm
+ISA = load_kernels()  # at collection, for the skip marks (conftest loads the same)
+AMX = ISA.endswith("+amx")
+FLAGS = set(Path("/proc/cpuinfo").read_text().split("flags")[1].split("\n")[0].split())
+BF16DOT = "avx512_bf16" in FLAGS and ISA.startswith("avx512-vnni")  # built with -march=native
+# bf16 activations and bf16-rounded dequantized weights: about 2-3e-3 of the output's norm
+BF16_TOLERANCE = 6e-3
+VNNI_TOLERANCE = 1e-4  # int16 activations, exact integer sums
+
+
+class BF16Path:
+    def __init__(self, name: str, usable: bool) -> None:
+        self.name, self.usable = name, usable
+        self.matmul: Callable[..., torch.Tensor] = getattr(ops, f"q4_linear_{name}")
+        self.min_rows: Callable[[], int] = getattr(ops, f"{name}_min_rows")
+        self.set_min_rows: Callable[[int], None] = getattr(ops, f"set_{name}_min_rows")
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+PATHS = [BF16Path("amx", AMX), BF16Path("bf16dot", BF16DOT)]
+
+
+def usable(path: BF16Path) -> BF16Path:
+    if not path.usable:
+        pytest.skip(f"this CPU (or this build's -march) has no {path.name} path")
+    return path
+
+
+def rel_err(got: torch.Tensor, ref: torch.Tensor) -> float:
+    return float((got.double() - ref.double()).norm() / ref.double().norm())
+
+
+def case(n: int, k: int, m: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    parts = quantize_int4(torch.randn(n, k, generator=gen) * 0.05)
+    x = torch.randn(m, k, generator=gen) * 3
+    return x, pack_q4(parts), x.double() @ dequantize(parts).double().T
+
+
+@pytest.mark.parametrize("path", PATHS, ids=repr)
+@pytest.mark.parametrize(("n", "k"), [(96, 64), (40, 96), (16, 32), (80, 32), (3072, 576), (576, 1536)])
+@pytest.mark.parametrize("m", [1, 5, 16, 17, 33, 64])
+def test_bf16_matmul_is_x_times_the_dequantized_weight(path: BF16Path, n: int, k: int, m: int) -> None:
+    usable(path)
+    x, packed, ref = case(n, k, m, n + k + m)
+    got = path.matmul(x, packed, n)
+    assert got.shape == (m, n) and got.dtype == torch.float32
+    assert rel_err(got, ref) < BF16_TOLERANCE
+    assert torch.equal(got, path.matmul(x, packed, n))  # deterministic
+
+
+@pytest.mark.parametrize("path", PATHS, ids=repr)
+def test_q4_linear_takes_the_bf16_path_from_its_row_threshold(path: BF16Path) -> None:
+    usable(path)
+    amx_before = ops.amx_min_rows()
+    rows = path.min_rows()
+    assert rows >= 1
+    many, packed, ref_many = case(80, 64, rows, 1)
+    few = many[: rows - 1]
+    try:
+        if path.name != "amx":
+            ops.set_amx_min_rows(10**9)  # AMX goes first where it is usable
+        assert torch.equal(ops.q4_linear(many, packed, 80), path.matmul(many, packed, 80))
+        if few.shape[0]:  # below the threshold: the VNNI path, far closer to float64
+            assert rel_err(ops.q4_linear(few, packed, 80), ref_many[: few.shape[0]]) < VNNI_TOLERANCE
+        path.set_min_rows(10**9)  # the path turned off: VNNI for every step size
+        assert rel_err(ops.q4_linear(many, packed, 80), ref_many) < VNNI_TOLERANCE
+    finally:
+        path.set_min_rows(rows)
+        ops.set_amx_min_rows(amx_before)
+    assert path.min_rows() == rows
+
+
+@pytest.mark.parametrize("path", PATHS, ids=repr)
+def test_bf16_results_do_not_depend_on_the_pools_threads(path: BF16Path) -> None:
+    usable(path)
+    x, packed, _ = case(3072, 576, 40, 5)
+    before = ops.get_num_threads()
+    try:
+        results = []
+        for threads in (1, 2, 3):
+            ops.set_num_threads(threads)
+            results.append(path.matmul(x, packed, 3072))
+        assert all(torch.equal(r, results[0]) for r in results[1:])
+    finally:
+        ops.set_num_threads(before)
+
+
+@pytest.mark.parametrize("path", PATHS, ids=repr)
+def test_bf16_matmul_refuses_what_does_not_match_its_packing(path: BF16Path) -> None:
+    usable(path)
+    packed = pack_q4(quantize_int4(torch.randn(32, 64)))
+    with pytest.raises(RuntimeError, match="does not match"):
+        path.matmul(torch.randn(20, 64), packed, 48)
+    with pytest.raises(RuntimeError, match="float32"):
+        path.matmul(torch.randn(20, 64, dtype=torch.float64), packed, 32)
+
+
+@pytest.mark.parametrize("path", PATHS, ids=repr)
+def test_without_its_instructions_a_path_refuses_and_q4_linear_stays_exact(path: BF16Path) -> None:
+    if path.usable:
+        pytest.skip(f"this CPU has the {path.name} path: the tests above run it")
+    x, packed, ref = case(64, 64, 40, 9)
+    with pytest.raises(RuntimeError, match="not usable here"):
+        path.matmul(x, packed, 64)
+    if not AMX and not BF16DOT:
+        assert rel_err(ops.q4_linear(x, packed, 64), ref) < VNNI_TOLERANCE
