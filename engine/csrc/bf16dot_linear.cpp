@@ -39,13 +39,17 @@ struct Job {
   const uint8_t* packed;
   float* y;
   int64_t m, k, n, tiles, tile_bytes;
-  int64_t r_begin, r_end;  // the block of rows this job multiplies
+  int64_t quads, block_rows;  // chunks of tiles; rows of x a block of work multiplies
 };
 
-// Rows a job multiplies at most: x's block (at most 240 x 1536 x 2 bytes = 720 KiB) stays in L2
-// while every chunk of tiles reads it; a many-row step (a prefill of thousands of tokens) is cut
-// into such blocks, each chunk dequantizing its tiles again (a few percent of the dot products).
+// Rows a block of work multiplies at most: x's block (at most 240 x 1536 x 2 bytes = 720 KiB) stays
+// in L2 while every chunk of tiles reads it. A many-row step (a prefill of thousands of tokens) is
+// cut into equal blocks, each chunk of tiles dequantized again for each (a few percent of the dot
+// products); a step with few chunks of tiles (576 outputs: 9) is cut into two blocks at least, so
+// the pool's threads get work of even sizes.
 constexpr int64_t kRowBlock = 240;
+constexpr int64_t kMinItems = 16;  // work items a call aims for, at least
+constexpr int64_t kMinBlockRows = 24;
 
 constexpr int64_t kTiles = 4;  // weight tiles a chunk of work dequantizes together: 64 outputs
 
@@ -80,11 +84,13 @@ void rows_x_tiles(const Job& j, const uint16_t* b, int64_t r0, int64_t c0) {
   }
 }
 
-// One chunk: quads of weight tiles [begin, end) against every row
-void run_quads(const Job& j, int64_t begin, int64_t end) {
+// Work items [begin, end): item i is block i / quads of rows against chunk i % quads of tiles
+void run_items(const Job& j, int64_t begin, int64_t end) {
   const int64_t groups = j.k / kGroup;
   std::vector<uint16_t> b(groups * kTiles * kPairBytes / 2);
-  for (int64_t quad = begin; quad < end; ++quad) {
+  for (int64_t item = begin; item < end; ++item) {
+    const int64_t quad = item % j.quads, r_begin = item / j.quads * j.block_rows;
+    const int64_t r_end = std::min(j.m, r_begin + j.block_rows);
     const int64_t t0 = kTiles * quad, nt = std::min<int64_t>(kTiles, j.tiles - t0);
     for (int64_t g = 0; g < groups; ++g)
       for (int64_t t = 0; t < kTiles; ++t) {
@@ -92,10 +98,10 @@ void run_quads(const Job& j, int64_t begin, int64_t end) {
         if (t < nt) dequant_group(j.packed + (t0 + t) * j.tile_bytes + g * 320, dst);
         else std::memset(dst, 0, kPairBytes);  // past the last tile: zeros, never stored
       }
-    int64_t r0 = j.r_begin;
-    for (; r0 + 6 <= j.r_end; r0 += 6) rows_x_tiles<6>(j, b.data(), r0, t0 * kTile);
-    for (; r0 + 2 <= j.r_end; r0 += 2) rows_x_tiles<2>(j, b.data(), r0, t0 * kTile);
-    for (; r0 < j.r_end; ++r0) rows_x_tiles<1>(j, b.data(), r0, t0 * kTile);
+    int64_t r0 = r_begin;
+    for (; r0 + 6 <= r_end; r0 += 6) rows_x_tiles<6>(j, b.data(), r0, t0 * kTile);
+    for (; r0 + 2 <= r_end; r0 += 2) rows_x_tiles<2>(j, b.data(), r0, t0 * kTile);
+    for (; r0 < r_end; ++r0) rows_x_tiles<1>(j, b.data(), r0, t0 * kTile);
   }
 }
 
@@ -110,10 +116,13 @@ void q4_linear_bf16dot(const float* x, int64_t m, int64_t k, const uint8_t* pack
   Pool::get().for_each(m, std::max<int64_t>(1, 16384 / k), [&](int64_t begin, int64_t end) {
     to_bf16(x + begin * k, end - begin, end - begin, k, xb.data() + begin * k);
   });
-  for (int64_t r0 = 0; r0 < m; r0 += kRowBlock) {
-    const Job job{xb.data(), packed, y, m, k, n, tiles, k / kGroup * 320, r0, std::min(m, r0 + kRowBlock)};
-    Pool::get().for_each((tiles + kTiles - 1) / kTiles, 1, [&](int64_t begin, int64_t end) { run_quads(job, begin, end); });
-  }
+  const int64_t quads = (tiles + kTiles - 1) / kTiles;
+  int64_t blocks = (m + kRowBlock - 1) / kRowBlock;
+  if (blocks * quads < kMinItems) blocks = std::max(blocks, std::min((kMinItems + quads - 1) / quads, m / kMinBlockRows));
+  const int64_t block_rows = (m + blocks - 1) / blocks;
+  const Job job{xb.data(), packed, y, m, k, n, tiles, k / kGroup * 320, quads, block_rows};
+  Pool::get().for_each((m + block_rows - 1) / block_rows * quads, 1,
+                       [&](int64_t begin, int64_t end) { run_items(job, begin, end); });
 }
 
 #else
