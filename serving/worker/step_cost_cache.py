@@ -2,15 +2,16 @@
 machine, so a warm start skips the ~10 s of timed probe steps.
 
 A cost belongs to what shapes a step's time: the model version, its dtypes, the kernels' build (its
-path names the build key: sources, compiler, CPU flags), the thread counts, the CPU model and count,
-and the probe shapes themselves. Each such key is one JSON file in the cache folder, written
-atomically. Delete the folder to measure again (after moving the host to other work, say): a cost
-measured while the machine was busy stays as pessimistic as it was.
+path names the build key: sources, compiler, CPU flags), the engine's own Python sources (how a step
+runs them), the thread counts, the CPU model and count, and the probe shapes themselves. Each such
+key is one JSON file in the cache folder, written atomically. Delete the folder to measure again
+(after moving the host to other work, say): a cost measured while the machine was busy stays as
+pessimistic as it was.
 
 The versions of a worker load side by side (serving/workers.py), so `loading()` keeps a measurement
-to itself: a worker that measures holds the folder's lock exclusively while it loads its weights
-and times its steps, one whose cost is cached holds it shared; cached loads overlap one another,
-never a measurement.
+to itself: a worker that measures holds the folder's lock exclusively while it loads its weights and
+times its steps, one whose cost is cached holds it shared; cached loads overlap one another, never a
+measurement.
 """
 
 from __future__ import annotations
@@ -39,6 +40,14 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def engine_sources(folder: Path = Path(cost_model.__file__).parent) -> str:
+    """A digest of engine/*.py: an edit of how a step runs measures the cost again."""
+    digest = hashlib.sha256()
+    for src in sorted(folder.glob("*.py")):
+        digest.update(src.name.encode() + b"\0" + src.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def cache_key(
     version_id: str, dtype: str, kv_dtype: str, kernels_library: str, torch_threads: int, kernel_threads: int
 ) -> str:
@@ -47,6 +56,7 @@ def cache_key(
         "dtype": dtype,
         "kv_dtype": kv_dtype,
         "kernels": kernels_library,
+        "engine": engine_sources(),
         "threads": [torch_threads, kernel_threads],
         "cpu": [cpu_model(), os.cpu_count()],
         "probes": [

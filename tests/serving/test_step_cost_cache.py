@@ -33,6 +33,19 @@ def test_each_part_that_shapes_a_step_changes_the_key() -> None:
         assert cache.cache_key(*args) != base, f"argument {i}"  # type: ignore[arg-type]
 
 
+def test_an_edit_of_the_engines_sources_changes_the_key(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "kv_cache.py").write_text("x = 1\n")
+    (tmp_path / "notes.txt").write_text("not a source")
+    before = cache.engine_sources(tmp_path)
+    (tmp_path / "notes.txt").write_text("still not a source")
+    assert cache.engine_sources(tmp_path) == before
+    (tmp_path / "kv_cache.py").write_text("x = 2\n")
+    assert cache.engine_sources(tmp_path) != before
+    base = cache.cache_key(*KEY_ARGS)
+    monkeypatch.setattr(cache, "engine_sources", lambda: "another-engine")
+    assert cache.cache_key(*KEY_ARGS) != base
+
+
 def test_a_damaged_or_negative_entry_is_a_miss(tmp_path: Path) -> None:
     key = cache.cache_key(*KEY_ARGS)
     (tmp_path / f"{key}.json").write_text("{not json")
