@@ -10,11 +10,10 @@ under a prompt-token budget.
 
 Memory policies: `guaranteed_no_evict` reserves prompt + max output blocks at admission and never
 preempts; `max_utilization` allocates as sequences grow and, when the pool runs dry, preempts the
-lowest-priority, most recently admitted running sequence (its KV is recomputed later). Waiting
-work is ordered by tier, then by weighted fair share of prefill tokens across cache salts (start-time
-fair queuing: a salt that becomes backlogged joins at the current virtual time), then by arrival, so
-a tenant's long prompt cannot hold the prefill budget while another tenant's short prompt waits.
-No torch, no clock, no I/O: testable in microseconds.
+lowest-priority, most recently admitted running sequence (its KV is recomputed later). Prefill
+work is ordered by tier, then by weighted fair share across cache salts (engine/fair_share.py),
+then by arrival; a step's first pick goes to a prompt of the first tier that fits it whole, so no
+short prompt waits behind long ones, its own salt's included. No torch, no clock, no I/O.
 """
 
 from __future__ import annotations
@@ -24,9 +23,10 @@ from dataclasses import dataclass
 
 from contracts.capacity import blocks_for
 from contracts.tier import Tier
+from engine.fair_share import FairShare
 from engine.kv_cache_manager import KVCacheManager
 from engine.sequence import FinishReason, SeqStatus, Sequence
-from engine.step_budget import StepCost, chunk_fit, prefill_budget
+from engine.step_budget import StepCost, charge_of, chunk_fit, prefill_budget
 
 GUARANTEED_NO_EVICT = "guaranteed_no_evict"
 MAX_UTILIZATION = "max_utilization"
@@ -78,8 +78,7 @@ class Scheduler:
         self.fair_share = fair_share  # False: prefill in plain arrival order (first come, first served)
         self.waiting: list[Sequence] = []
         self.running: list[Sequence] = []
-        self._served: dict[str, float] = {}  # cache salt -> prefill tokens served / weight
-        self._last_charge: dict[str, float] = {}  # cache salt -> its latest chunk / weight
+        self.fair = FairShare()  # prefill service of each cache salt
         self.num_preemptions = 0
 
     # --- admission ----------------------------------------------------------------------------
@@ -95,18 +94,9 @@ class Scheduler:
             self._match_prefix(seq)  # held while waiting: drawn from its own reservation
         else:  # held only once it runs, so waiting sequences never pin memory others need
             seq.num_cached_tokens = self.kv.peek_prefix(seq.token_ids, seq.request.cache_salt)
-        salt = seq.request.cache_salt
-        if not any(s.request.cache_salt == salt for s in self._prefilling()):
-            # a salt that becomes backlogged starts at the virtual time: the start of the chunk in
-            # service (the least service among backlogged salts, less one chunk), or where its own
-            # service left it if that is later. No credit for idle time, at most one chunk ahead.
-            backlogged = {s.request.cache_salt for s in self._prefilling()}
-            least = min(backlogged, key=lambda b: self._served.get(b, 0.0), default=None)
-            if least is not None:
-                start = self._served.get(least, 0.0) - self._last_charge.get(least, 0.0)
-                self._served[salt] = max(self._served.get(salt, start), start)
-            else:
-                self._served.setdefault(salt, 0.0)
+        backlogged = {s.request.cache_salt for s in self._prefilling()}
+        if seq.request.cache_salt not in backlogged:
+            self.fair.join(seq.request.cache_salt, backlogged)
         self.waiting.append(seq)
 
     def _prefilling(self) -> list[Sequence]:
@@ -159,9 +149,14 @@ class Scheduler:
         cost = None if self.max_num_batched_tokens else self.step_cost
         admit, prefilled = True, False
         too_big: set[int] = set()  # sequences whose next chunk is priced over what is left
+        express = self.fair_share  # the step's first pick: a short prompt, whole, before long ones
         while left >= 1:
             admit = admit and not preempted
-            nxt = self._next_prefill(scheduled | too_big, admit)
+            nxt = self._next_prefill(scheduled | too_big, admit, (cost, left) if express else None)
+            if nxt is None and express:
+                express = False
+                continue
+            express = False
             if nxt is None:
                 break
             seq = nxt
@@ -183,12 +178,11 @@ class Scheduler:
                 n = started
             chunks.append(self._chunk(seq, n))
             scheduled.add(id(seq))
-            charge = n if cost is None else cost.chunk_charge(seq.num_computed_tokens, n)
+            charge = charge_of(cost, seq.num_computed_tokens, n)
             left -= charge
             prefilled = True
-            salt = seq.request.cache_salt  # fair share counts what the chunk costs, its attention too
-            self._last_charge[salt] = charge / seq.request.weight
-            self._served[salt] = self._served.get(salt, 0.0) + self._last_charge[salt]
+            # fair share counts what the chunk costs, its attention too
+            self.fair.charge(seq.request.cache_salt, charge, seq.request.weight)
         return SchedulerOutput(tuple(chunks), tuple(preempted))
 
     def update(self, output: SchedulerOutput, sampled: dict[str, int]) -> list[Sequence]:
@@ -227,9 +221,14 @@ class Scheduler:
             seq, seq.num_computed_tokens, n, seq.num_computed_tokens + n == len(seq.token_ids)
         )
 
-    def _next_prefill(self, scheduled: set[int], admit: bool) -> Sequence | None:
+    def _next_prefill(
+        self, scheduled: set[int], admit: bool, whole: tuple[StepCost | None, float] | None = None
+    ) -> Sequence | None:
         """The next sequence to prefill a chunk of: by tier, then least weighted prefill service of
-        its cache salt, then arrival; plain arrival order when fair share is off."""
+        its cache salt, then arrival; plain arrival order when fair share is off. whole: (cost,
+        left): only a sequence of the first tier whose whole remaining prompt is priced within
+        `left` (one a step: a short prompt does not wait behind other salts' long ones, and
+        a salt's stream of short prompts takes at most that one place a step from them)."""
         candidates = [
             s
             for s in self.running
@@ -237,6 +236,14 @@ class Scheduler:
         ]
         if admit and len(self.running) < self.max_num_seqs:
             candidates += [s for s in self.waiting if id(s) not in scheduled]
+        if candidates and whole is not None:
+            cost, left = whole
+            tier = min(s.request.tier for s in candidates)
+            candidates = [
+                s
+                for s in candidates
+                if s.request.tier == tier and charge_of(cost, s.num_computed_tokens, s.num_uncomputed) <= left
+            ]
         if not candidates:
             return None
         if not self.fair_share:
@@ -245,7 +252,7 @@ class Scheduler:
             candidates,
             key=lambda s: (
                 s.request.tier,
-                self._served.get(s.request.cache_salt, 0.0),
+                self.fair.served(s.request.cache_salt),
                 s.num_uncomputed,
                 s.arrival,
             ),

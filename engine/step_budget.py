@@ -73,6 +73,12 @@ def prefill_budget(
     return min(MAX_BUDGET, max(MIN_BUDGET, budget))
 
 
+def charge_of(cost: StepCost | None, start: int, n: int) -> float:
+    """What a chunk of n prompt tokens from `start` takes of a step's budget: its tokens under a
+    fixed budget, its charge (attention included) under a measured one."""
+    return n if cost is None else cost.chunk_charge(start, n)
+
+
 def chunk_fit(cost: StepCost | None, start: int, want: int, left: float, prefilled: bool) -> int:
     """Tokens of a chunk from position `start` (at most `want`) that fit `left` of a step's budget,
     charged by `cost` (None: a fixed budget, a token each); the step's first chunk (nothing

@@ -134,6 +134,43 @@ def test_a_running_long_prefill_yields_the_budget_to_another_salts_short_prompt(
     assert plan(run_step(sched)) == [("b", 10, 1, True), ("a", 38, 16, False)]
 
 
+def test_a_short_prompt_goes_first_even_when_its_own_salt_is_ahead_in_service() -> None:
+    """A's long document and B's are prefilling; A has the more service when A's short prompt
+    arrives. It is prefilled whole in the next step, and the documents share the rest of it."""
+    sched = make_scheduler(num_blocks=512, max_num_batched_tokens=16)
+    sched.add(make_seq("docA", 200, max_out=1, salt="A"))
+    assert plan(run_step(sched)) == [("docA", 0, 16, False)]
+    sched.add(make_seq("docB", 200, max_out=1, salt="B"))
+    assert plan(run_step(sched)) == [("docB", 0, 16, False)]
+    assert plan(run_step(sched)) == [("docA", 16, 16, False)]  # A: 32 served, B: 16
+    sched.add(make_seq("shortA", 10, max_out=2, salt="A"))
+    assert plan(run_step(sched)) == [("shortA", 0, 10, True), ("docB", 16, 6, False)]
+    # then fair order again: B (22) is behind A (42)
+    assert plan(run_step(sched)) == [("shortA", 10, 1, True), ("docB", 22, 16, False)]
+
+
+def test_one_short_prompt_a_step_goes_first_the_others_in_fair_order() -> None:
+    """A's stream of short prompts takes the first place of each step, not the whole budget: B's
+    long prompt, behind in service, keeps the rest of every step."""
+    sched = make_scheduler(num_blocks=512, max_num_batched_tokens=16)
+    sched.add(make_seq("docA", 200, max_out=1, salt="A"))
+    run_step(sched)
+    sched.add(make_seq("docB", 200, max_out=1, salt="B"))
+    run_step(sched)
+    assert plan(run_step(sched)) == [("docA", 16, 16, False)]  # A: 32 served, B: 16
+    for i in range(3):
+        sched.add(make_seq(f"a{i}", 6, max_out=1, salt="A"))
+    for i in range(3):
+        assert plan(run_step(sched)) == [(f"a{i}", 0, 6, True), ("docB", 16 + 10 * i, 10, False)]
+
+
+def test_a_short_batch_prompt_does_not_go_before_an_interactive_long_one() -> None:
+    sched = make_scheduler(num_blocks=512, max_num_batched_tokens=16)
+    sched.add(make_seq("doc", 200, max_out=1, salt="A"))
+    sched.add(make_seq("short", 6, max_out=1, salt="B", tier=Tier.BATCH))
+    assert plan(run_step(sched)) == [("doc", 0, 16, False)]
+
+
 def test_first_come_first_served_when_fair_share_is_off() -> None:
     sched = make_scheduler(num_blocks=512, max_num_batched_tokens=16, fair_share=False)
     sched.add(make_seq("a", 64, max_out=1, salt="A"))
