@@ -12,8 +12,8 @@ Memory policies: `guaranteed_no_evict` reserves prompt + max output blocks at ad
 preempts; `max_utilization` allocates as sequences grow and, when the pool runs dry, preempts the
 lowest-priority, most recently admitted running sequence (its KV is recomputed later). Prefill
 work is ordered by tier, then by weighted fair share across cache salts (engine/fair_share.py),
-then by arrival; a step's first pick goes to a prompt of the first tier that fits it whole, so no
-short prompt waits behind long ones, its own salt's included. No torch, no clock, no I/O.
+then by arrival; a step's first pick goes to a short prompt of the first tier, so no short
+prompt waits behind long ones, its own salt's included. No torch, no clock, no I/O.
 """
 
 from __future__ import annotations
@@ -28,6 +28,11 @@ from engine.kv_cache_manager import KVCacheManager
 from engine.sequence import FinishReason, SeqStatus, Sequence
 from engine.step_budget import StepCost, charge_of, chunk_fit, prefill_budget
 
+# A prompt of at most this many tokens is short: the first pick of every step
+# (engine/fair_share.py orders the rest). Interactive prompts are tens to hundreds of tokens;
+# documents, thousands. A budget measured on 2 cores is 16-32 tokens a step beside interactive
+# decodes, so "fits the step whole" would leave almost every prompt behind the documents.
+SHORT_PROMPT_TOKENS = 512
 GUARANTEED_NO_EVICT = "guaranteed_no_evict"
 MAX_UTILIZATION = "max_utilization"
 
@@ -149,10 +154,10 @@ class Scheduler:
         cost = None if self.max_num_batched_tokens else self.step_cost
         admit, prefilled = True, False
         too_big: set[int] = set()  # sequences whose next chunk is priced over what is left
-        express = self.fair_share  # the step's first pick: a short prompt, whole, before long ones
+        express = self.fair_share  # the step's first pick: a short prompt before long ones
         while left >= 1:
             admit = admit and not preempted
-            nxt = self._next_prefill(scheduled | too_big, admit, (cost, left) if express else None)
+            nxt = self._next_prefill(scheduled | too_big, admit, short_only=express)
             if nxt is None and express:
                 express = False
                 continue
@@ -221,14 +226,12 @@ class Scheduler:
             seq, seq.num_computed_tokens, n, seq.num_computed_tokens + n == len(seq.token_ids)
         )
 
-    def _next_prefill(
-        self, scheduled: set[int], admit: bool, whole: tuple[StepCost | None, float] | None = None
-    ) -> Sequence | None:
+    def _next_prefill(self, scheduled: set[int], admit: bool, short_only: bool = False) -> Sequence | None:
         """The next sequence to prefill a chunk of: by tier, then least weighted prefill service of
-        its cache salt, then arrival; plain arrival order when fair share is off. whole: (cost,
-        left): only a sequence of the first tier whose whole remaining prompt is priced within
-        `left` (one a step: a short prompt does not wait behind other salts' long ones, and
-        a salt's stream of short prompts takes at most that one place a step from them)."""
+        its cache salt, then arrival; plain arrival order when fair share is off. short_only: only
+        a short prompt (SHORT_PROMPT_TOKENS) of the first tier: the step's first pick, so a short
+        prompt does not wait behind long ones, and a salt's stream of short prompts takes that
+        one place a step from them."""
         candidates = [
             s
             for s in self.running
@@ -236,13 +239,10 @@ class Scheduler:
         ]
         if admit and len(self.running) < self.max_num_seqs:
             candidates += [s for s in self.waiting if id(s) not in scheduled]
-        if candidates and whole is not None:
-            cost, left = whole
+        if candidates and short_only:
             tier = min(s.request.tier for s in candidates)
             candidates = [
-                s
-                for s in candidates
-                if s.request.tier == tier and charge_of(cost, s.num_computed_tokens, s.num_uncomputed) <= left
+                s for s in candidates if s.request.tier == tier and s.num_prompt_tokens <= SHORT_PROMPT_TOKENS
             ]
         if not candidates:
             return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from contracts.tier import Tier
-from engine.scheduler import MAX_UTILIZATION, CapacityError, SchedulerOutput
+from engine.scheduler import MAX_UTILIZATION, SHORT_PROMPT_TOKENS, CapacityError, SchedulerOutput
 from engine.sequence import FinishReason, SeqStatus, Sequence
 from tests.engine.helpers import make_scheduler, make_seq
 
@@ -134,13 +134,16 @@ def test_a_running_long_prefill_yields_the_budget_to_another_salts_short_prompt(
     assert plan(run_step(sched)) == [("b", 10, 1, True), ("a", 38, 16, False)]
 
 
+LONG = SHORT_PROMPT_TOKENS + 1  # a document: not short
+
+
 def test_a_short_prompt_goes_first_even_when_its_own_salt_is_ahead_in_service() -> None:
     """A's long document and B's are prefilling; A has the more service when A's short prompt
     arrives. It is prefilled whole in the next step, and the documents share the rest of it."""
     sched = make_scheduler(num_blocks=512, max_num_batched_tokens=16)
-    sched.add(make_seq("docA", 200, max_out=1, salt="A"))
+    sched.add(make_seq("docA", LONG, max_out=1, salt="A"))
     assert plan(run_step(sched)) == [("docA", 0, 16, False)]
-    sched.add(make_seq("docB", 200, max_out=1, salt="B"))
+    sched.add(make_seq("docB", LONG, max_out=1, salt="B"))
     assert plan(run_step(sched)) == [("docB", 0, 16, False)]
     assert plan(run_step(sched)) == [("docA", 16, 16, False)]  # A: 32 served, B: 16
     sched.add(make_seq("shortA", 10, max_out=2, salt="A"))
@@ -153,9 +156,9 @@ def test_one_short_prompt_a_step_goes_first_the_others_in_fair_order() -> None:
     """A's stream of short prompts takes the first place of each step, not the whole budget: B's
     long prompt, behind in service, keeps the rest of every step."""
     sched = make_scheduler(num_blocks=512, max_num_batched_tokens=16)
-    sched.add(make_seq("docA", 200, max_out=1, salt="A"))
+    sched.add(make_seq("docA", LONG, max_out=1, salt="A"))
     run_step(sched)
-    sched.add(make_seq("docB", 200, max_out=1, salt="B"))
+    sched.add(make_seq("docB", LONG, max_out=1, salt="B"))
     run_step(sched)
     assert plan(run_step(sched)) == [("docA", 16, 16, False)]  # A: 32 served, B: 16
     for i in range(3):
@@ -166,7 +169,7 @@ def test_one_short_prompt_a_step_goes_first_the_others_in_fair_order() -> None:
 
 def test_a_short_batch_prompt_does_not_go_before_an_interactive_long_one() -> None:
     sched = make_scheduler(num_blocks=512, max_num_batched_tokens=16)
-    sched.add(make_seq("doc", 200, max_out=1, salt="A"))
+    sched.add(make_seq("doc", LONG, max_out=1, salt="A"))
     sched.add(make_seq("short", 6, max_out=1, salt="B", tier=Tier.BATCH))
     assert plan(run_step(sched)) == [("doc", 0, 16, False)]
 
