@@ -4,6 +4,10 @@ against baselines on the same weights, same machine, same seeded workload and ar
     targets    platform       a fresh platform per load (nothing cached from an earlier load);
                               the admission queue allowance is --queue-wait-s (default 600 s, so
                               every request is served as by the baselines, which queue without limit)
+               platform-process
+                              the same in a process tree of its own, as `make serve` runs it, the
+                              frontend not sharing this process with the load client
+                              (bench/platform_process.py)
                platform-http  the same, driven over its OpenAI-compatible HTTP API (streamed
                               /v1/completions, the same request as the gRPC one), by the client the
                               HTTP peers are driven with: the HTTP path's cost next to gRPC's
@@ -215,7 +219,7 @@ def main() -> int:
     n = args.requests or mix.requests
     plan = loads(mix, n, args.rates, args.concurrency)
     wanted = [t.strip() for t in args.targets.split(",") if t.strip()]
-    ours = ("platform", "platform-http", "platform-split", "fleet")
+    ours = ("platform", "platform-process", "platform-http", "platform-split", "fleet")
     unknown = [t for t in wanted if t not in (*ours, "transformers", *PEERS)]
     if unknown:
         raise SystemExit(f"unknown target(s) {', '.join(unknown)}")
@@ -238,6 +242,10 @@ def main() -> int:
             t0 = time.perf_counter()
             if target == "platform":
                 outcomes = run_platform(jobs, load, args, warm, notes)
+            elif target == "platform-process":
+                from bench.platform_process import run_platform_process
+
+                outcomes = run_platform_process(jobs, load, args, warm, notes)
             elif target == "platform-http":
                 outcomes = run_platform_http(jobs, load, args, warm)
             elif target == "platform-split":  # two runs: its gRPC half and its HTTP half

@@ -55,9 +55,10 @@ def text_row(name: str, cells: list[str], width: int) -> str:
 def load_table(label: str, summaries: dict[str, dict[str, Any]]) -> list[str]:
     """Rows of one load: every target's figure, and platform / baseline for each baseline."""
     targets = list(summaries)
-    baselines = [t for t in targets if t != "platform"]
-    ours = summaries.get("platform")
-    head = ["figure", *targets, *(f"platform / {b}" for b in baselines if ours)]
+    ref = next((t for t in ("platform", "platform-process") if t in summaries), "platform")
+    baselines = [t for t in targets if t != ref]
+    ours = summaries.get(ref)
+    head = ["figure", *targets, *(f"{ref} / {b}" for b in baselines if ours)]
     lines = [f"### {label}", "", "| " + " | ".join(head) + " |", "| --- |" + " ---: |" * (len(head) - 1)]
     lines.append(
         text_row(

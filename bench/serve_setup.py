@@ -52,32 +52,36 @@ def bench_tenants(keys: list[str]) -> list[dict[str, Any]]:
     ]
 
 
-def platform_config(
+def platform_doc(
     store: Path,
     queue_wait_s: float,
     budget: int | None,
     workers: int = 1,
     **model_keys: str | int,  # [[models]] keys: quantization, dtype, kv_cache_dtype, kv_cache_blocks
-) -> PlatformConfig:
+) -> dict[str, Any]:
+    """The platform's config as the sections of its TOML file."""
     model: dict[str, Any] = {"alias": MODEL, "workers": workers, **model_keys}
     if budget is not None:
         model["max_num_batched_tokens"] = budget
-    return parse_config(
-        {
-            "frontend": {"interactive_queue_wait_s": queue_wait_s, "metrics_listen": "127.0.0.1:0"},
-            "store": {"url": f"sqlite:///{store}"},
-            "tenants": bench_tenants(KEYS),
-            "triton": {"grpc_port": 0, "http_port": 0, "metrics_port": 0, "exit_timeout_s": 5},
-            "models": [model],
-        }
-    )
+    return {
+        "frontend": {"interactive_queue_wait_s": queue_wait_s, "metrics_listen": "127.0.0.1:0"},
+        "store": {"url": f"sqlite:///{store}"},
+        "tenants": bench_tenants(KEYS),
+        "triton": {"grpc_port": 0, "http_port": 0, "metrics_port": 0, "exit_timeout_s": 5},
+        "models": [model],
+    }
 
 
-def run_config(work: Path, args: argparse.Namespace) -> PlatformConfig:
-    """The platform's config for one run, its store in `work`."""
+def run_doc(work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """The platform's config for one run, its store in `work`, as TOML sections."""
     a = args
-    return platform_config(
+    return platform_doc(
         work / "control.sqlite", a.queue_wait_s, a.budget, a.platform_workers,
         quantization=a.quantization, dtype=a.dtype, kv_cache_dtype=a.kv_cache_dtype,
         kv_cache_blocks=a.kv_cache_blocks,
     )  # fmt: skip
+
+
+def run_config(work: Path, args: argparse.Namespace) -> PlatformConfig:
+    """The platform's config for one run, its store in `work`."""
+    return parse_config(run_doc(work, args))

@@ -51,6 +51,15 @@ def test_each_figure_has_every_targets_value_and_the_ratio_platform_over_baselin
     assert rows["errors by status"] == "| errors by status | none | UNAVAILABLE 1 |  |"
 
 
+def test_the_platform_in_its_own_process_is_the_reference_when_it_is_the_platform_run() -> None:
+    summaries = {
+        ("platform-process" if r["target"] == "platform" else r["target"]): r["summary"] for r in runs()
+    }
+    lines = load_table("rate 1/s", summaries)  # type: ignore[arg-type]
+    assert lines[2] == "| figure | platform-process | transformers | platform-process / transformers |"
+    assert "| output tok/s | 4.0 | 1.0 | 4.00x |" in lines
+
+
 def test_a_ratio_needs_both_figures_and_a_nonzero_baseline() -> None:
     assert (ratio(3.0, 2.0), ratio(None, 2.0), ratio(3.0, None), ratio(3.0, 0.0)) == ("1.50x", "–", "–", "–")
 
