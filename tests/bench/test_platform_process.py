@@ -4,6 +4,7 @@ process tree, driven over gRPC from the benchmark's process, its peak memory not
 from __future__ import annotations
 
 import argparse
+import asyncio
 from pathlib import Path
 
 from bench.driver import Job
@@ -12,7 +13,7 @@ from bench.serve import warm_up_job
 from bench.workload import Load, RequestSpec
 
 
-def test_the_platform_serves_the_load_from_its_own_process_and_stops(tmp_path: Path) -> None:
+async def test_the_platform_serves_the_load_from_its_own_process(tmp_path: Path) -> None:
     warm = warm_up_job(0)
     jobs = [
         Job(RequestSpec(i, "interactive", 0, None, 32, 3), warm.prompt, warm.prompt_ids) for i in range(2)
@@ -22,7 +23,9 @@ def test_the_platform_serves_the_load_from_its_own_process_and_stops(tmp_path: P
         kv_cache_dtype="auto", kv_cache_blocks=0, out=tmp_path, seed=0, timeout=300.0,
     )  # fmt: skip
     notes: list[str] = []
-    outcomes = run_platform_process(jobs, Load(concurrency=2), args, warm, notes)
+    # on a thread: its asyncio.run() must not unset this thread's event loop, which the session's
+    # other tests share
+    outcomes = await asyncio.to_thread(run_platform_process, jobs, Load(concurrency=2), args, warm, notes)
     assert sorted(o.index for o in outcomes) == [0, 1]
     assert all(o.error is None and o.output_tokens == 3 for o in outcomes)
     assert notes and "PSS of the platform's process tree" in notes[0] and "tritonserver" in notes[0]
