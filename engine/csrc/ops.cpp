@@ -26,30 +26,28 @@ std::string isa() {
 }
 
 namespace {
-void check_q4(const at::Tensor& x, const at::Tensor& packed, int64_t n) {
+using Q4Path = void (*)(const float* x, int64_t m, int64_t k, const uint8_t* packed, int64_t n, float* y);
+
+// One of q4_linear's many-row paths alone, whatever the rows: for tests and measurements.
+at::Tensor q4_path(Q4Path path, bool usable, const char* name, const at::Tensor& x, const at::Tensor& packed,
+                   int64_t n) {
+  TORCH_CHECK(usable, name, " is not usable here");
   check_f32_2d(x, "x");
   TORCH_CHECK(x.size(1) % kGroup == 0 && packed.scalar_type() == at::kByte && packed.is_contiguous() &&
                   packed.numel() == (n + kTile - 1) / kTile * (x.size(1) / kGroup) * 320,
               "packed weight does not match ", n, " x ", x.size(1));
+  at::Tensor y = at::empty({x.size(0), n}, x.options());
+  path(x.data_ptr<float>(), x.size(0), x.size(1), packed.data_ptr<uint8_t>(), n, y.data_ptr<float>());
+  return y;
 }
 }  // namespace
 
-// The AMX path (amx_linear.cpp) alone, whatever the rows: for tests and measurements.
+// The AMX path (amx_linear.cpp) and the AVX-512 BF16 path (bf16dot_linear.cpp)
 at::Tensor q4_linear_amx_op(const at::Tensor& x, const at::Tensor& packed, int64_t n) {
-  TORCH_CHECK(amx_usable(), "AMX is not usable here");
-  check_q4(x, packed, n);
-  at::Tensor y = at::empty({x.size(0), n}, x.options());
-  q4_linear_amx(x.data_ptr<float>(), x.size(0), x.size(1), packed.data_ptr<uint8_t>(), n, y.data_ptr<float>());
-  return y;
+  return q4_path(&q4_linear_amx, amx_usable(), "AMX", x, packed, n);
 }
-
-// The AVX-512 BF16 path (bf16dot_linear.cpp) alone, whatever the rows: for tests and measurements.
 at::Tensor q4_linear_bf16dot_op(const at::Tensor& x, const at::Tensor& packed, int64_t n) {
-  TORCH_CHECK(bf16dot_usable(), "AVX-512 BF16 is not usable here");
-  check_q4(x, packed, n);
-  at::Tensor y = at::empty({x.size(0), n}, x.options());
-  q4_linear_bf16dot(x.data_ptr<float>(), x.size(0), x.size(1), packed.data_ptr<uint8_t>(), n, y.data_ptr<float>());
-  return y;
+  return q4_path(&q4_linear_bf16dot, bf16dot_usable(), "AVX-512 BF16", x, packed, n);
 }
 
 // Threads of the kernels' own pool (pool.h), the caller included; torch's threads are separate.
