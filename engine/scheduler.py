@@ -212,11 +212,18 @@ class Scheduler:
         return touched
 
     def prefill_budget(self, decodes: list[ScheduledChunk]) -> int:
-        """Prompt tokens this step may prefill beside `decodes`."""
-        if self.max_num_batched_tokens or self.step_cost is None:
+        """Prompt tokens this step may prefill beside `decodes`: grown while short interactive
+        prompts wait for their first token (step_budget.hurry_budget)."""
+        cost = self.step_cost
+        if self.max_num_batched_tokens or cost is None:
             return self.max_num_batched_tokens
         interactive = any(c.seq.request.tier == Tier.INTERACTIVE for c in decodes)
-        return prefill_budget(self.step_cost, len(decodes), interactive)
+        urgent = sum(
+            cost.chunk_charge(s.num_computed_tokens, s.num_uncomputed)
+            for s in self._prefilling()
+            if s.request.tier == Tier.INTERACTIVE and s.num_prompt_tokens <= SHORT_PROMPT_TOKENS
+        )
+        return prefill_budget(cost, len(decodes), interactive, urgent=urgent)
 
     # --- helpers ------------------------------------------------------------------------------
 

@@ -13,6 +13,13 @@ The budget keeps the interactive promise where it can be kept, and throughput wh
 Always at least MIN_BUDGET (every prompt makes progress) and at most MAX_BUDGET, a multiple of
 MULTIPLE tokens.
 
+A budget sized for the inter-token objective alone can starve a first token: beside interactive
+decodes a step may prefill only 16-32 tokens on 2 cores, so a 450-token interactive prompt would
+need 15-28 steps. While short interactive prompts wait (`urgent`: their prompt-token equivalents
+left), the budget grows to what prefills them within TTFT_PREFILL_S (`hurry_budget`), the step
+staying within HURRY_STEP of the inter-token objective: a few longer steps for the decodes, not a
+missed first token.
+
 A chunk's attention grows with the context it attends over (its n queries each read start + n keys),
 which a fit over short probes does not see: a 128-token chunk at position 1,500 costs several times
 one at position 0. So the budget is spent in prompt-token equivalents, a chunk of n tokens from
@@ -28,6 +35,11 @@ ITL_OBJECTIVE_S = 0.050  # the seed's interactive objective: p95 inter-token lat
 HEADROOM = 0.8  # of the objective, for the step itself (the rest: responses, the frontend)
 SLACK = 0.5  # prefill added to a step whose decodes alone exceed the objective, as a share of them
 IDLE_STEP_S = 0.25  # the longest step when nobody interactive is decoding
+# Of the seed's 1 s first-token objective, the share for the prefill itself. The rest goes to the
+# frontend's admission, the step in flight when the prompt arrives, and the cost model's optimism:
+# its probes run on an idle engine, while under load the frontend and tritonserver share the cores.
+TTFT_PREFILL_S = 0.25
+HURRY_STEP = 1.5  # the longest step while hurrying a prompt, in inter-token objectives
 MIN_BUDGET, MAX_BUDGET, MULTIPLE = 16, 512, 16
 
 
@@ -59,18 +71,41 @@ class StepCost:
 
 
 def prefill_budget(
-    cost: StepCost, decodes: int, interactive: bool, itl_objective_s: float = ITL_OBJECTIVE_S
+    cost: StepCost,
+    decodes: int,
+    interactive: bool,
+    itl_objective_s: float = ITL_OBJECTIVE_S,
+    urgent: float = 0.0,
 ) -> int:
     """Prompt tokens this step may prefill beside `decodes` decodes (`interactive`: at least one
-    of them is interactive-tier); see the module docstring."""
+    of them is interactive-tier; `urgent`: prompt-token equivalents of short interactive prompts
+    still to prefill); see the module docstring."""
     decoding = cost.seconds(decodes, 0)
     if interactive:
         step = max(itl_objective_s * HEADROOM, decoding * (1 + SLACK))
     else:
         step = max(IDLE_STEP_S, decoding * (1 + SLACK))
     tokens = (step - decoding) / cost.per_prefill_token_s
+    tokens = max(tokens, hurry_budget(cost, decodes, urgent, itl_objective_s))
     budget = int(tokens) // MULTIPLE * MULTIPLE
     return min(MAX_BUDGET, max(MIN_BUDGET, budget))
+
+
+def hurry_budget(
+    cost: StepCost, decodes: int, urgent: float, itl_objective_s: float = ITL_OBJECTIVE_S
+) -> float:
+    """Prompt tokens a step must prefill so that `urgent` prompt-token equivalents take at most
+    TTFT_PREFILL_S of steps like it, each beside `decodes` decodes: urgent / b steps of
+    (decoding + b * per_token) seconds, solved for b; bounded by a step of HURRY_STEP objectives
+    (0 when nothing is urgent)."""
+    if urgent <= 0:
+        return 0.0
+    decoding = cost.seconds(decodes, 0)
+    longest = max(HURRY_STEP * itl_objective_s - decoding, 0.0) / cost.per_prefill_token_s
+    spare = TTFT_PREFILL_S - urgent * cost.per_prefill_token_s  # the prefill's own time aside
+    if spare <= 0:
+        return longest
+    return min(longest, urgent * decoding / spare)
 
 
 def charge_of(cost: StepCost | None, start: int, n: int) -> float:

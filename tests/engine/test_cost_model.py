@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from engine.cost_model import fit, measure
-from engine.step_budget import StepCost, prefill_budget
+from engine.step_budget import StepCost, hurry_budget, prefill_budget
 
 
 def test_fit_recovers_a_line() -> None:
@@ -86,3 +86,31 @@ def test_a_chunk_is_cut_to_what_its_context_leaves_of_the_budget() -> None:
     assert chunk_fit(cost, 5000, 500, 20.0, prefilled=True) == 0  # 1 token at 5,000 costs 51
     assert chunk_fit(cost, 5000, 500, 20.0, prefilled=False) == 1  # a step's first chunk moves on
     assert chunk_fit(None, 5000, 500, 20.5, prefilled=True) == 20  # a fixed budget: a token each
+
+
+# about what 2 cores measure for the int4 model: 7 ms a step, 1 ms a decode, 0.7 ms a prompt token
+SLOW = StepCost(fixed_s=0.007, per_decode_s=0.001, per_prefill_token_s=0.0007)
+
+
+def test_nothing_urgent_leaves_the_budget_alone() -> None:
+    assert hurry_budget(SLOW, 4, 0.0) == 0.0
+    # (0.040 - 0.011) / 0.0007 = 41.4 -> 32
+    assert prefill_budget(SLOW, 4, interactive=True) == 32
+    assert prefill_budget(SLOW, 4, interactive=True, urgent=0.0) == 32
+
+
+def test_a_waiting_short_prompt_grows_the_budget_to_prefill_it_in_time() -> None:
+    # 200 tokens: b steps of (0.011 + 0.0007 b) within 0.25 s -> b = 200 * 0.011 / (0.25 - 0.14) = 20
+    assert hurry_budget(SLOW, 4, 200.0) == pytest.approx(20.0)
+    assert prefill_budget(SLOW, 4, interactive=True, urgent=200.0) == 32  # the objective's budget is larger
+    # 300 tokens: 300 * 0.011 / (0.25 - 0.21) = 82.5 -> 80, a 67 ms step
+    assert hurry_budget(SLOW, 4, 300.0) == pytest.approx(82.5)
+    assert prefill_budget(SLOW, 4, interactive=True, urgent=300.0) == 80
+
+
+def test_hurrying_keeps_a_step_within_one_and_a_half_objectives() -> None:
+    # 450 tokens cannot be prefilled in 0.25 s at 0.7 ms a token: the longest step, 75 ms
+    longest = (0.075 - 0.011) / 0.0007
+    assert hurry_budget(SLOW, 4, 450.0) == pytest.approx(longest)
+    assert prefill_budget(SLOW, 4, interactive=True, urgent=450.0) == 80  # 91.4 -> 80
+    assert hurry_budget(SLOW, 80, 450.0) == 0.0  # decodes alone past the bound: no hurry

@@ -291,3 +291,25 @@ def test_the_first_chunk_of_a_step_moves_on_even_when_its_context_prices_it_over
 def test_a_budget_of_zero_needs_a_measured_cost() -> None:
     with pytest.raises(ValueError, match="measured step cost"):
         make_scheduler(max_num_batched_tokens=0)
+
+
+def test_a_waiting_short_interactive_prompt_hurries_the_prefill_budget() -> None:
+    """Beside interactive decodes the objective leaves 32 tokens a step; a 300-token interactive
+    prompt gets a step of 80 so its first token comes in time (step_budget.hurry_budget). A
+    batch-tier or long prompt of the same size in tokens still to prefill does not."""
+    from engine.step_budget import StepCost
+
+    cost = StepCost(fixed_s=0.007, per_decode_s=0.001, per_prefill_token_s=0.0007)
+
+    def first_chunk(late: Sequence) -> int:
+        sched = make_scheduler(num_blocks=2048, max_num_batched_tokens=0, step_cost=cost)
+        for i in range(4):
+            sched.add(make_seq(f"chat{i}", 4, max_out=8, salt=f"u{i}"))
+        run_step(sched)  # their prompts: four interactive decodes from now on
+        sched.add(late)
+        (chunk,) = [c for c in sched.schedule().chunks if c.seq.id == late.id]
+        return chunk.num_tokens
+
+    assert first_chunk(make_seq("late", 300, max_out=2, salt="v")) == 80
+    assert first_chunk(make_seq("bulk", 300, max_out=2, salt="v", tier=Tier.BATCH)) == 32
+    assert first_chunk(make_seq("doc", 1500, max_out=2, salt="v")) == 32
