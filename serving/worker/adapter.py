@@ -1,17 +1,19 @@
 """WorkerAdapter: the CPU worker's requests over the engine (decoupled: many responses per request).
 
 `submit()` only enqueues (Triton's `execute()` calls it and returns). One thread, the torch thread
-(loader.py), runs `run()`, the engine loop: it admits what arrived, asks each live request once per
-step whether it was cancelled, runs the step and sends every request its responses through its own
-sender (tensors.py says what they carry). Every request gets exactly one FINAL, on every path:
+(loader.py), runs `run()`, the engine loop: it admits what arrived, learns which requests were
+cancelled, runs the step and posts every request its responses (tensors.py says what they carry).
+The calls that reach tritonserver, the responses and the once-a-step cancellation checks, are made
+by the outbox's own thread while the next step runs (outbox.py). Every request gets exactly one
+FINAL, on every path:
 
     finished      its last tokens carry FINAL
     cancelled     the engine aborts it at the step boundary; a bare FINAL follows
     refused       "capacity: ..." when the KV pool cannot take it now (the frontend answers
                   UNAVAILABLE), "invalid request: ..." when it can never be served as sent
     one failed    a request whose own part fails (the engine could not sample its logits, its
-                  sender or handle raised) ends alone with "internal error: <type>"; the others
-                  and the engine go on
+                  sender or handle raised: outbox.py) ends alone with "internal error: <type>";
+                  the others and the engine go on
     engine error  a step that raises ends every live request with "internal error: <type>" and
                   rebuilds the engine; the loop goes on
     unloading     `close()` ends queued and live requests with "model is unloading"
@@ -37,6 +39,7 @@ from typing import Protocol
 from contracts.tier import Tier
 from contracts.worker import Refusal, refusal_message
 from engine.engine import CapacityError, EngineError, EngineRequest, FinishReason, Stats, StepOutput
+from serving.worker.outbox import Outbox, Stream
 from serving.worker.protocol import ErrorResponse, Log, Request
 from serving.worker.tensors import admission_outputs, engine_request, full_outputs, is_streaming, step_outputs
 from serving.worker.torch_thread import TorchThread
@@ -66,13 +69,13 @@ COALESCE_TOKENS = 4  # batch-tier tokens per response while the batch is large (
 COALESCE_FROM = 16  # requests answered in one step from which batch-tier streams are coalesced
 
 
-class _Live:
+class _Live(Stream):
     """A request in the engine, with what is needed to answer it."""
 
-    __slots__ = ("batch_tier", "held", "request", "streaming")
+    __slots__ = ("batch_tier", "held", "streaming")
 
-    def __init__(self, request: Request, streaming: bool, batch_tier: bool) -> None:
-        self.request = request  # kept until its FINAL is sent: Triton frees it after that
+    def __init__(self, rid: str, request: Request, streaming: bool, batch_tier: bool) -> None:
+        super().__init__(rid, request)
         self.streaming = streaming
         self.batch_tier = batch_tier  # its stream may be coalesced
         # non-streaming: every token, sent once at the end; streaming: tokens held for coalescing
@@ -100,6 +103,7 @@ class WorkerAdapter:
         self.log = log
         self._clock = clock
         self.incoming: queue.Queue[Request] = queue.Queue()
+        self.outbox = Outbox(log)  # makes the calls that reach tritonserver, in order
         self.live: dict[str, _Live] = {}  # request id in the engine -> the request
         self._stopping = threading.Event()
         self._loop_thread: threading.Thread | None = None
@@ -145,10 +149,11 @@ class WorkerAdapter:
         message = refusal_message(Refusal.UNLOADING)
         while True:
             try:
-                self._send_error(self.incoming.get_nowait(), message)
+                self.outbox.end(self.incoming.get_nowait(), message)
             except queue.Empty:
                 break
         self._fail_live(message)
+        self.outbox.close()  # every posted response sent
         self.metrics.close()
 
     # --- the loop's parts --------------------------------------------------------------------
@@ -172,20 +177,17 @@ class WorkerAdapter:
             taken = engine_request(request, rid, self.eos_ids)
             admitted = self.engine.add_request(taken)
         except CapacityError as e:
-            self._send_error(request, refusal_message(Refusal.CAPACITY, str(e)))
+            self.outbox.end(request, refusal_message(Refusal.CAPACITY, str(e)))
             return
         except (EngineError, ValueError, TypeError) as e:
-            self._send_error(request, refusal_message(Refusal.INVALID_REQUEST, str(e)))
+            self.outbox.end(request, refusal_message(Refusal.INVALID_REQUEST, str(e)))
             return
         except Exception as e:  # the engine failed: this request ends here, the loop's guard does the rest
-            self._send_error(request, refusal_message(Refusal.INTERNAL_ERROR, type(e).__name__))
+            self.outbox.end(request, refusal_message(Refusal.INTERNAL_ERROR, type(e).__name__))
             raise
-        live = self.live[rid] = _Live(request, streaming, taken.tier is Tier.BATCH)
+        live = self.live[rid] = _Live(rid, request, streaming, taken.tier is Tier.BATCH)
         if streaming:
-            try:
-                request.sender.send(admission_outputs(admitted), final=False)
-            except Exception as e:  # this request's sender: it alone ends
-                self._fail_one(rid, live, e, abort=True)
+            self.outbox.send(live, admission_outputs(admitted), final=False)
 
     def _unique_id(self, rid: str) -> str:
         rid = rid or uuid.uuid4().hex
@@ -194,16 +196,18 @@ class WorkerAdapter:
         return rid
 
     def _step(self) -> None:
-        """Cancellations, one engine step, its responses (one per request that got tokens)."""
+        """What the outbox learned (cancellations, broken streams), one engine step, its responses
+        posted (one per request that got tokens)."""
         started = self._clock()
-        for rid, live in list(self.live.items()):  # each check is a round trip to tritonserver
-            try:
-                cancelled = live.request.is_cancelled()
-            except Exception as e:  # this request's handle: it alone ends
-                self._fail_one(rid, live, e, abort=True)
-                continue
-            if cancelled:
-                self.engine.abort(rid)
+        taken = self.outbox.take()  # the checks posted before the last step
+        for stream in taken.broken:  # its error FINAL is sent: forget it, the engine drops it
+            if self.live.get(stream.rid) is stream:
+                del self.live[stream.rid]
+                self.engine.abort(stream.rid)
+        for stream in taken.cancelled:
+            if self.live.get(stream.rid) is stream:
+                self.engine.abort(stream.rid)
+        self.outbox.check(self.live.values())  # made while this step runs
         checked = self._clock()
         outputs = self.engine.step()
         stepped = self._clock()
@@ -224,16 +228,16 @@ class WorkerAdapter:
             del self.live[out.request_id]
         try:
             self._send_step(out, live, done)
-        except Exception as e:  # this request's sender (or its tensors): it alone ends
-            self._fail_one(out.request_id, live, e, abort=not done)
+        except Exception as e:  # this request's tensors: it alone ends
+            self._fail_one(live, e, abort=not done)
 
     def _send_step(self, out: StepOutput, live: _Live, done: bool) -> None:
-        sender = live.request.sender
+        send = self.outbox.send
         if out.finish_reason is FinishReason.ABORTED:
-            sender.send(None, final=True)  # the client cancelled: nothing more to say
+            send(live, None, final=True)  # the client cancelled: nothing more to say
         elif out.finish_reason is FinishReason.ERROR:  # the engine ended this request alone
             self.log.log_error(f"request {out.request_id[:64]} failed in the engine: {out.error}")
-            sender.send(ErrorResponse(refusal_message(Refusal.INTERNAL_ERROR, out.error or "")), final=True)
+            send(live, ErrorResponse(refusal_message(Refusal.INTERNAL_ERROR, out.error or "")), final=True)
         elif live.streaming:
             # the step's tokens as they are, unless some were held for coalescing (no copy per step)
             ids = (*live.held, *out.new_token_ids) if live.held else out.new_token_ids
@@ -241,28 +245,22 @@ class WorkerAdapter:
                 live.held = list(ids)  # sent with a later step's tokens
                 return
             live.held = []
-            sender.send(step_outputs(ids), final=done)
+            send(live, step_outputs(ids), final=done)
         else:
             live.held.extend(out.new_token_ids)
             if done:
-                sender.send(full_outputs(live.held, out), final=True)
+                send(live, full_outputs(live.held, out), final=True)
 
-    def _fail_one(self, rid: str, live: _Live, e: Exception, abort: bool) -> None:
+    def _fail_one(self, live: _Live, e: Exception, abort: bool) -> None:
         """Ends one request whose own part raised, with an error FINAL; with `abort`, the engine
         drops it at the next step boundary. Nothing else is touched."""
-        self.live.pop(rid, None)
+        self.live.pop(live.rid, None)
         if abort:
-            self.engine.abort(rid)
-        self.log.log_error(f"request {rid[:64]} failed: {type(e).__name__}")
-        self._send_error(live.request, refusal_message(Refusal.INTERNAL_ERROR, type(e).__name__))
+            self.engine.abort(live.rid)
+        self.log.log_error(f"request {live.rid[:64]} failed: {type(e).__name__}")
+        self.outbox.send(live, ErrorResponse(refusal_message(Refusal.INTERNAL_ERROR, type(e).__name__)), True)
 
     def _fail_live(self, message: str) -> None:
         live, self.live = self.live, {}
         for entry in live.values():
-            self._send_error(entry.request, message)
-
-    def _send_error(self, request: Request, message: str) -> None:
-        try:
-            request.sender.send(ErrorResponse(message), final=True)
-        except Exception as e:  # one broken sender must not keep the others from their FINAL
-            self.log.log_error(f"could not end request {request.request_id()[:64]}: {type(e).__name__}")
+            self.outbox.send(entry, ErrorResponse(message), final=True)

@@ -187,11 +187,19 @@ class Clock:
         return self.now
 
 
+def turn(adapter: WorkerAdapter, turns: int = 1) -> None:
+    """Turns the loop, each turn then waiting until the outbox has made every call posted (its
+    thread runs them while the next step would run: outbox.py)."""
+    for _ in range(turns):
+        adapter.run_once()
+        adapter.outbox.flush()
+
+
 def make_adapter(
     engine: ScriptedEngine | None = None, clock: Clock | None = None, coalesce_from: int = COALESCE_FROM
 ) -> WorkerAdapter:
-    """An adapter over a scripted engine, as the loader leaves it but with no thread: tests turn the
-    loop with run_once()."""
+    """An adapter over a scripted engine, as the loader leaves it but with no loop thread: tests turn
+    the loop with turn()."""
     return WorkerAdapter(
         engine or ScriptedEngine(),
         ScriptedEngine,

@@ -10,7 +10,7 @@ import pytest
 from contracts.tier import Tier
 from engine.engine import EngineError
 from serving.worker.adapter import WorkerAdapter
-from tests.serving.worker.fakes import Clock, Family, Log, Metric, Request, ScriptedEngine, make_adapter
+from tests.serving.worker.fakes import Clock, Family, Log, Metric, Request, ScriptedEngine, make_adapter, turn
 
 ADMITTED = ({"output_ids": [], "num_input_tokens": [3], "num_cached_tokens": [1]}, False)
 
@@ -29,8 +29,7 @@ def assert_one_final(*requests: Request) -> None:
 def test_a_streamed_request_gets_its_counts_once_then_only_each_steps_tokens() -> None:
     adapter, req = make_adapter(), Request("g1")
     submit(adapter, req)
-    for _ in range(3):
-        adapter.run_once()
+    turn(adapter, 3)
     assert req.sent == [
         ADMITTED,
         ({"output_ids": [101]}, False),
@@ -43,23 +42,25 @@ def test_a_streamed_request_gets_its_counts_once_then_only_each_steps_tokens() -
 def test_a_non_streaming_request_gets_one_response_with_every_token_and_count() -> None:
     adapter, req = make_adapter(), Request("g1", streaming=False)
     submit(adapter, req)
-    for _ in range(3):
-        adapter.run_once()
+    turn(adapter, 3)
     tensors = {"output_ids": [101, 102, 103], "sequence_length": [3], "num_input_tokens": [3],
                "num_cached_tokens": [1], "num_output_tokens": [3]}  # fmt: skip
     assert req.sent == [(tensors, True)]
 
 
 def test_cancellation_is_checked_once_per_live_request_per_step_and_ends_with_a_bare_final() -> None:
+    """The outbox asks during a step (outbox.py): a cancellation is seen during the step after it
+    arrived and the engine drops the request at the next boundary, one step later than asking
+    before each step would."""
     adapter = make_adapter()
     a, b = Request("a", out=5), Request("b", out=5)
     submit(adapter, a, b)
-    adapter.run_once()
+    turn(adapter)
     a.cancelled = True
-    adapter.run_once()  # a is aborted before this step runs; its FINAL comes with the step's outputs
-    adapter.run_once()
-    assert (a.checks, b.checks) == (2, 3)
-    assert a.sent == [ADMITTED, ({"output_ids": [101]}, False), (None, True)]
+    turn(adapter)  # asked during this step: a gets its token, the engine learns of it next turn
+    turn(adapter)  # a is aborted before this step runs; its FINAL comes with the step's outputs
+    assert (a.checks, b.checks) == (3, 3)
+    assert a.sent == [ADMITTED, ({"output_ids": [101]}, False), ({"output_ids": [102]}, False), (None, True)]
     assert [r for r, _ in b.sent][1:] == [{"output_ids": [101 + n]} for n in range(3)]
     assert set(adapter.live) == {"b"}
 
@@ -69,7 +70,7 @@ def test_a_request_the_pool_cannot_take_now_is_refused_for_capacity_at_once() ->
     engine.full = True
     adapter, req = make_adapter(engine), Request("g1")
     submit(adapter, req)
-    adapter.run_once()
+    turn(adapter)
     assert req.sent == [("capacity: needs 1 blocks, 0 free", True)]
     assert adapter.live == {}
 
@@ -86,7 +87,7 @@ def test_a_request_the_pool_cannot_take_now_is_refused_for_capacity_at_once() ->
 def test_a_malformed_request_is_refused_and_the_others_go_on(request_: Request, message: str) -> None:
     adapter, ok = make_adapter(), Request("ok", out=1)
     submit(adapter, request_, ok)
-    adapter.run_once()
+    turn(adapter)
     assert request_.sent == [(message, True)]
     assert ok.sent == [ADMITTED, ({"output_ids": [101]}, True)]
 
@@ -97,7 +98,7 @@ def test_a_request_the_engine_can_never_serve_is_an_invalid_request() -> None:
     assert isinstance(engine, ScriptedEngine)
     engine.fail_add = EngineError("top_k must be at least 0 (0 is off)")
     submit(adapter, req)
-    adapter.run_once()
+    turn(adapter)
     assert req.sent == [("invalid request: top_k must be at least 0 (0 is off)", True)]
 
 
@@ -105,31 +106,31 @@ def test_a_failed_step_ends_every_live_request_and_the_loop_goes_on_with_a_new_e
     adapter = make_adapter()
     a, b = Request("a", out=5), Request("b", streaming=False, out=5)
     submit(adapter, a, b)
-    adapter.run_once()
+    turn(adapter)
     failing = adapter.engine
     assert isinstance(failing, ScriptedEngine)
     failing.fail_step = RuntimeError("boom")
-    adapter.run_once()
+    turn(adapter)
     assert a.sent[-1] == b.sent[-1] == ("internal error: RuntimeError", True)
     assert_one_final(a, b)
     assert adapter.live == {} and adapter.engine is not failing
     assert isinstance(adapter.log, Log) and adapter.log.lines == ["engine step failed: RuntimeError: boom"]
     later = Request("later", out=1)
     submit(adapter, later)
-    adapter.run_once()
+    turn(adapter)
     assert later.sent == [ADMITTED, ({"output_ids": [101]}, True)]
 
 
 def test_an_engine_bug_while_admitting_ends_that_request_and_every_live_one() -> None:
     adapter, live = make_adapter(), Request("live", out=5)
     submit(adapter, live)
-    adapter.run_once()
+    turn(adapter)
     engine = adapter.engine
     assert isinstance(engine, ScriptedEngine)
     engine.fail_add = KeyError("bug")
     new = Request("new")
     submit(adapter, new)
-    adapter.run_once()
+    turn(adapter)
     assert new.sent == [("internal error: KeyError", True)]
     assert live.sent[-1] == ("internal error: KeyError", True)
     assert_one_final(new, live)
@@ -138,7 +139,7 @@ def test_an_engine_bug_while_admitting_ends_that_request_and_every_live_one() ->
 def test_unloading_ends_queued_and_live_requests_after_what_was_sent() -> None:
     adapter, live, queued = make_adapter(), Request("live"), Request("queued")
     submit(adapter, live)
-    adapter.run_once()
+    turn(adapter)
     submit(adapter, queued)
     adapter.close()
     assert live.sent == [ADMITTED, ({"output_ids": [101]}, False), ("model is unloading", True)]
@@ -155,22 +156,21 @@ def test_every_path_sends_exactly_one_final() -> None:
         Request("whole", False, out=2),
     )
     submit(adapter, done, cancelled, whole)
-    adapter.run_once()
+    turn(adapter)
     cancelled.cancelled = True
-    for _ in range(3):
-        adapter.run_once()
+    turn(adapter, 3)
     engine.full = True
     refused, bad = Request("refused"), Request("bad", tier=[0])
     submit(adapter, refused, bad)
-    adapter.run_once()
+    turn(adapter)
     engine.full = False
     failed, unloaded = Request("failed", out=9), Request("unloaded", out=9)
     submit(adapter, failed)
-    adapter.run_once()
+    turn(adapter)
     engine.fail_step = RuntimeError()
-    adapter.run_once()
+    turn(adapter)
     submit(adapter, unloaded)
-    adapter.run_once()
+    turn(adapter)
     adapter.close()
     assert_one_final(done, cancelled, whole, refused, bad, failed, unloaded)
 
@@ -183,7 +183,7 @@ def test_the_request_carries_tier_sampling_salt_and_stop_tokens_to_the_engine() 
     tuned = Request("tuned", tier=[2], runtime_top_k=[40], runtime_top_p=[0.5], temperature=[0.7],
                     random_seed=[9], cache_salt=[b"tenant"], tenant_weight=[2.0], end_id=[-1])  # fmt: skip
     submit(adapter, plain, tuned)
-    adapter.run_once()
+    turn(adapter)
     a, b = engine.admitted
     assert (a.tier, a.sampling.top_k, a.sampling.top_p, a.stop_token_ids, a.cache_salt, a.weight) == (
         Tier.INTERACTIVE, 0, 1.0, frozenset({2}), "", 1.0
@@ -197,8 +197,8 @@ def test_the_request_carries_tier_sampling_salt_and_stop_tokens_to_the_engine() 
 def test_the_loop_reports_its_steps_and_where_their_time_went() -> None:
     adapter = make_adapter(clock=Clock(tick=0.25))  # every clock reading is 0.25 s after the last
     submit(adapter, Request("g1", out=2))
-    adapter.run_once()
-    adapter.run_once()
+    turn(adapter)
+    turn(adapter)
     adapter.metrics.publish(adapter.engine.stats, force=True)
     families = {f.name: f for f in cast(list[Family], adapter.metrics.families)}
     loop = families["llm_worker_loop_seconds_total"]
@@ -216,8 +216,7 @@ def test_batch_tier_streams_are_coalesced_while_the_batch_is_large() -> None:
     batch = Request("b", out=6, tier=[int(Tier.BATCH)])
     interactive = Request("i", out=6)
     submit(adapter, batch, interactive)
-    for _ in range(6):
-        adapter.run_once()
+    turn(adapter, 6)
     assert batch.sent == [
         ADMITTED,
         ({"output_ids": [101, 102, 103, 104]}, False),
@@ -232,17 +231,18 @@ def test_held_tokens_go_out_as_soon_as_the_batch_is_small_again_or_the_stream_is
     a = Request("a", out=8, tier=[int(Tier.BATCH)])
     short = Request("s", out=2)
     submit(adapter, a, short)
-    adapter.run_once()
-    adapter.run_once()  # two answered: a holds 101, 102; the short one finishes
+    turn(adapter)
+    turn(adapter)  # two answered: a holds 101, 102; the short one finishes
     assert a.sent == [ADMITTED]
-    adapter.run_once()  # a alone: below coalesce_from, everything held goes out with its token
+    turn(adapter)  # a alone: below coalesce_from, everything held goes out with its token
     assert a.sent[1:] == [({"output_ids": [101, 102, 103]}, False)]
     b = Request("b", out=8, tier=[int(Tier.BATCH)])
     submit(adapter, b)
-    adapter.run_once()  # a and b: a holds 104
+    turn(adapter)  # a and b: a holds 104
     a.cancelled = True
-    adapter.run_once()
-    assert a.sent[-1] == (None, True)  # cancelled: a bare FINAL, the held token never delivered
+    turn(adapter, 2)  # seen during the first step, aborted before the second
+    assert a.sent[-1] == (None, True)  # cancelled: a bare FINAL, the held tokens never delivered
+    assert a.sent[1:] == [({"output_ids": [101, 102, 103]}, False), (None, True)]
     assert_one_final(a, short)
 
 
@@ -250,6 +250,5 @@ def test_a_small_batch_never_coalesces_the_batch_tier() -> None:
     adapter = make_adapter()  # the default threshold: far above this batch
     req = Request("b", out=3, tier=[int(Tier.BATCH)])
     submit(adapter, req)
-    for _ in range(3):
-        adapter.run_once()
+    turn(adapter, 3)
     assert req.sent[1:] == [({"output_ids": [101 + n]}, n == 2) for n in range(3)]

@@ -5,7 +5,7 @@ every token and one FINAL, and the engine is kept (no rebuild, no "engine step f
 from __future__ import annotations
 
 from serving.worker.adapter import WorkerAdapter
-from tests.serving.worker.fakes import Log, Request, ScriptedEngine, make_adapter
+from tests.serving.worker.fakes import Log, Request, ScriptedEngine, make_adapter, turn
 from tests.serving.worker.test_adapter import ADMITTED, assert_one_final, submit
 
 WHOLE = [ADMITTED, *(({"output_ids": [t]}, False) for t in (101, 102)), ({"output_ids": [103]}, True)]
@@ -22,20 +22,15 @@ def log_of(adapter: WorkerAdapter) -> list[str]:
     return adapter.log.lines
 
 
-def run(adapter: WorkerAdapter, turns: int) -> None:
-    for _ in range(turns):
-        adapter.run_once()
-
-
 def test_a_request_the_engine_fails_alone_ends_with_an_internal_error_and_the_rest_go_on() -> None:
     adapter = make_adapter()
     engine = engine_of(adapter)
     a, b, c = Request("a"), Request("b"), Request("c", streaming=False)
     submit(adapter, a, b, c)
-    adapter.run_once()
+    turn(adapter)
     engine.fail_request["b"] = "SamplingError"
     engine.fail_request["c"] = "SamplingError"
-    run(adapter, 2)
+    turn(adapter, 2)
     assert a.sent == WHOLE
     assert b.sent == [ADMITTED, ({"output_ids": [101]}, False), ("internal error: SamplingError", True)]
     assert c.sent == [("internal error: SamplingError", True)]  # its held tokens are not sent
@@ -51,9 +46,9 @@ def test_a_sender_that_raises_mid_stream_ends_only_its_request() -> None:
     engine = engine_of(adapter)
     a, b = Request("a"), Request("b", out=5)
     submit(adapter, a, b)
-    adapter.run_once()
+    turn(adapter)
     b.sender.failures.append(RuntimeError("stub gone"))
-    run(adapter, 3)
+    turn(adapter, 3)
     assert a.sent == WHOLE
     assert b.sent == [ADMITTED, ({"output_ids": [101]}, False), ("internal error: RuntimeError", True)]
     assert "b" not in engine.running and adapter.engine is engine and adapter.live == {}
@@ -66,7 +61,7 @@ def test_a_final_send_that_raises_is_followed_by_an_error_final() -> None:
     a, b = Request("a"), Request("b", streaming=False, out=2)
     submit(adapter, a, b)
     b.sender.failures.append(RuntimeError("closed"))  # its one response, which carries FINAL
-    run(adapter, 3)
+    turn(adapter, 3)
     assert a.sent == WHOLE
     assert b.sent == [("internal error: RuntimeError", True)]
     assert adapter.engine is engine and adapter.live == {} and not engine.has_unfinished()
@@ -78,7 +73,7 @@ def test_a_sender_that_raises_on_admission_ends_only_its_request() -> None:
     a, b = Request("a"), Request("b")
     b.sender.failures.append(RuntimeError("gone"))
     submit(adapter, a, b)
-    run(adapter, 3)
+    turn(adapter, 3)
     assert a.sent == WHOLE
     assert b.sent == [("internal error: RuntimeError", True)]
     assert "b" not in engine.running and adapter.engine is engine and adapter.live == {}
@@ -89,9 +84,9 @@ def test_a_request_whose_cancellation_check_raises_ends_alone() -> None:
     engine = engine_of(adapter)
     a, b = Request("a"), Request("b", out=5)
     submit(adapter, a, b)
-    adapter.run_once()
+    turn(adapter)
     b.fail_check = RuntimeError("handle gone")
-    run(adapter, 2)
+    turn(adapter, 2)
     assert a.sent == WHOLE
     assert b.sent == [ADMITTED, ({"output_ids": [101]}, False), ("internal error: RuntimeError", True)]
     assert b.checks == 2  # never asked again
@@ -102,9 +97,9 @@ def test_a_sender_that_never_recovers_ends_its_request_without_touching_the_othe
     adapter = make_adapter()
     a, b = Request("a"), Request("b", out=5)
     submit(adapter, a, b)
-    adapter.run_once()
+    turn(adapter)
     b.sender.failures.extend(RuntimeError("gone") for _ in range(2))  # the error FINAL fails too
-    run(adapter, 2)
+    turn(adapter, 2)
     assert a.sent == WHOLE
     assert b.sent == [ADMITTED, ({"output_ids": [101]}, False)]
     assert log_of(adapter) == ["request b failed: RuntimeError", "could not end request b: RuntimeError"]
