@@ -1,12 +1,13 @@
 """Loading a model artifact's weights into `LlamaForCausalLM`, plain or weight-only quantized.
 
-A quantized artifact's config.json carries `"quantization": {"scheme": "int8" | "int4", ...}` and its
-safetensors hold, for every projection and for lm_head, the parts of engine/quant.py
+A quantized artifact's config.json carries `"quantization": {"scheme": "int8" | "int4", "group_size":
+32, "lm_head": "none" | "int8", ...}` (engine/quant_layout.py; a record an older scheme wrote is
+refused) and its safetensors hold, for every projection, the parts of engine/quant.py
 (`<name>.qweight`, `.scales`, `.mins`) instead of `<name>.weight`. lm_head (with tied embeddings,
-the embedding table) stays in floating point by default: per-channel int8 logits move greedy
-choices too often (measured: 3 of 8 prompts kept their first 32 greedy tokens, against 8 of 8 with
-a float lm_head). `lm_head="int8"` quantizes it too; with tied embeddings the embedding table is
-then lm_head's dequantized weight, so the two stay one matrix.
+the embedding table) stays in floating point by default: quantized logits moved greedy choices
+(measured with the per-channel int8 of before: 3 of 8 prompts kept their first 32 greedy tokens,
+against 8 of 8 with a float lm_head). `lm_head="int8"` stores it in int8 too; with tied embeddings
+the embedding table is then lm_head's dequantized weight, so the two stay one matrix.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from engine import kernels
 from engine.config import LlamaConfig
 from engine.model import DecoderLayer, LlamaForCausalLM
 from engine.quant import (
-    INT4_GROUP,
     QuantizedLinear,
     concat_parts,
     dequantize,
@@ -31,6 +31,7 @@ from engine.quant import (
     quantize,
     quantize_int8,
 )
+from engine.quant_layout import LAYOUTS, is_current
 
 PROJECTIONS = {
     "self_attn": ("q_proj", "k_proj", "v_proj", "o_proj"),
@@ -40,9 +41,14 @@ PART_KEYS = ("qweight", "scales", "mins")
 
 
 def quantization_scheme(artifact_dir: Path) -> str:
-    """ "none", "int8" or "int4", from the artifact's config.json."""
+    """ "none", "int8" or "int4", from the artifact's config.json; ValueError when an older scheme
+    of that name wrote its weights (engine/quant_layout.py)."""
     raw = json.loads((artifact_dir / "config.json").read_text())
-    return str((raw.get("quantization") or {}).get("scheme", "none"))
+    record = raw.get("quantization")
+    scheme = str((record or {}).get("scheme", "none"))
+    if not is_current(record, scheme):
+        raise ValueError(f"{artifact_dir} holds {scheme} weights of an older layout: quantize it again")
+    return scheme
 
 
 def read_weights(path: Path, dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
@@ -99,9 +105,12 @@ def save_quantized(src: Path, dst: Path, scheme: str, lm_head: str = "none") -> 
         metadata={"format": "pt"},
     )
     raw = json.loads((src / "config.json").read_text())
-    raw["quantization"] = {"scheme": scheme, "lm_head": lm_head, "method": "weight-only, round to nearest"}
-    if scheme == "int4":
-        raw["quantization"]["group_size"] = INT4_GROUP
+    raw["quantization"] = {
+        "scheme": scheme,
+        "lm_head": lm_head,
+        "method": "weight-only, round to nearest",
+        **LAYOUTS[scheme],
+    }
     (dst / "config.json").write_text(json.dumps(raw, indent=2, sort_keys=True))
 
 
@@ -137,7 +146,7 @@ def _install_quantized(
 
     def linear(names: list[str]) -> QuantizedLinear:
         parts = concat_parts([_parts(state, n) for n in names])
-        return QuantizedLinear(parts, dtype, max_kernel_rows, use_kernels=use_kernels)
+        return QuantizedLinear(parts, scheme, dtype, max_kernel_rows, use_kernels=use_kernels)
 
     for i, module in enumerate(model.model.layers):
         layer = cast(DecoderLayer, module)
@@ -147,10 +156,10 @@ def _install_quantized(
         layer.mlp.gate_up_proj = linear([mlp + "gate_proj", mlp + "up_proj"])
         layer.mlp.down_proj = linear([mlp + "down_proj"])
     head_parts = _parts(state, "lm_head")
-    if head_parts:  # stored quantized: the embedding table is its dequantized weight
+    if head_parts:  # stored in int8 (quantize_state): the embedding table is its dequantized weight
         if model.config.tie_word_embeddings:
-            state["model.embed_tokens.weight"] = dequantize(head_parts).to(dtype)
-        model.lm_head = QuantizedLinear(head_parts, dtype, max_kernel_rows, use_kernels=use_kernels)
+            state["model.embed_tokens.weight"] = dequantize(head_parts, "int8").to(dtype)
+        model.lm_head = QuantizedLinear(head_parts, "int8", dtype, max_kernel_rows, use_kernels=use_kernels)
         return
     # Stored in floating point: a quantized lm_head (in the version's own scheme) computes the
     # logits of few-row steps, the float weight rescores each row's best candidates exactly (an
@@ -162,7 +171,7 @@ def _install_quantized(
     assert head is not None, "a checkpoint has lm_head.weight or tied embeddings"
     exact = head.to(dtype)
     model.lm_head = QuantizedLinear(
-        quantize(head, scheme), dtype, max_kernel_rows, dense=exact, use_kernels=use_kernels
+        quantize(head, scheme), scheme, dtype, max_kernel_rows, dense=exact, use_kernels=use_kernels
     )
     model.exact_head = exact
 
@@ -176,8 +185,8 @@ def load_model(
     """Builds the model from a (verified) artifact folder; quantized artifacts get QuantizedLinear
     projections. use_kernels: run the engine's kernels (engine/kernels.py; default: when they are
     loaded), fused steps in fp32 and the integer quantized matmuls; without them, PyTorch's own
-    quantized kernel runs steps of at most `max_kernel_rows` tokens (default: where it is measured
-    faster than the dense matmul)."""
+    int4 kernel runs steps of at most `max_kernel_rows` tokens (default: where it is measured faster
+    than the dense matmul) and int8 runs the dense weight (engine/quant.py)."""
     if use_kernels is None:
         use_kernels = kernels.loaded()
     cfg = LlamaConfig.from_file(artifact_dir / "config.json")

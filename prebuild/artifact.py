@@ -28,6 +28,7 @@ from engine.artifact import (
     sha256_file,
     verify,
 )
+from engine.quant_layout import SCHEMES, is_current
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS_DIR = ROOT / "var" / "models"
@@ -46,8 +47,16 @@ def locate_gguf() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / SOURCE_FILE
 
 
+def current_layout(artifact_dir: Path, quantization: str) -> bool:
+    """Whether the artifact's config.json records `quantization` as this code writes it: a version
+    an older scheme of that name wrote (engine/quant_layout.py) is built again, not reused."""
+    raw = json.loads((artifact_dir / "config.json").read_text())
+    return is_current(raw.get("quantization"), quantization)
+
+
 def find_existing(name: str, models_dir: Path = MODELS_DIR, quantization: str = "none") -> Path | None:
-    """The newest artifact of `name` with that quantization scheme that verifies, or None."""
+    """The newest artifact of `name` in that quantization scheme's current layout that verifies, or
+    None."""
     candidates = sorted((models_dir / name).glob("*/manifest.json"), key=lambda p: p.stat().st_mtime)
     for manifest_path in reversed(candidates):
         try:
@@ -55,7 +64,7 @@ def find_existing(name: str, models_dir: Path = MODELS_DIR, quantization: str = 
         except ArtifactIntegrityError as e:
             print(f"ignoring artifact that does not verify: {e}", file=sys.stderr)
             continue
-        if manifest.quantization == quantization:
+        if manifest.quantization == quantization and current_layout(manifest_path.parent, quantization):
             return manifest_path.parent
     return None
 
@@ -135,15 +144,24 @@ def quantize_artifact(base: Path, out_dir: Path, scheme: str) -> Manifest:
 
 def ensure_quantized(base: Path, quantization: str, models_dir: Path = MODELS_DIR) -> Path:
     """`base` itself when it already is in `quantization`, else its quantized version (built into
-    models_dir once). ValueError when `base` is quantized in another scheme."""
+    models_dir once, in the scheme's current layout). ValueError when `base` is quantized in another
+    scheme, or in an older layout of this one."""
     manifest = verify(base)
     if manifest.quantization == quantization:
+        if not current_layout(base, quantization):
+            raise ValueError(
+                f"{manifest.version_id} is {quantization} of an older layout: quantize its source again"
+            )
         return base
     if manifest.quantization != "none":
         raise ValueError(f"{manifest.version_id} is {manifest.quantization}, not {quantization}")
     for candidate in (models_dir / manifest.name).glob("*/manifest.json"):
         m = read_manifest(candidate.parent)
-        if m.quantization == quantization and m.source.get("quantized_from") == manifest.version_id:
+        if (
+            m.quantization == quantization
+            and m.source.get("quantized_from") == manifest.version_id
+            and current_layout(candidate.parent, quantization)
+        ):
             verify(candidate.parent)
             return candidate.parent
     return _build(models_dir, manifest.name, lambda out: quantize_artifact(base, out, quantization))
@@ -180,8 +198,6 @@ def _build(models_dir: Path, name: str, write: Callable[[Path], Manifest]) -> Pa
 
 
 def main() -> None:
-    from engine.quant import SCHEMES  # torch: a serving start that finds its artifacts never imports it
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--name", default=DEFAULT_NAME)
     parser.add_argument("--models-dir", type=Path, default=MODELS_DIR)

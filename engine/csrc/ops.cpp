@@ -8,7 +8,7 @@
 
 namespace llm {
 at::Tensor q4_linear(const at::Tensor& x, const at::Tensor& packed, int64_t n);
-at::Tensor q8_linear(const at::Tensor& x, const at::Tensor& packed, const at::Tensor& scales);
+at::Tensor q8_linear(const at::Tensor& x, const at::Tensor& packed, int64_t n);
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps);
 at::Tensor add_rms_norm(at::Tensor& x, const at::Tensor& residual, const at::Tensor& w, double eps);
 at::Tensor silu_mul(const at::Tensor& gu);
@@ -66,7 +66,7 @@ TORCH_LIBRARY(llm, m) {
   m.def("q4_linear_bf16dot(Tensor x, Tensor packed, int n) -> Tensor");
   m.def("bf16dot_min_rows() -> int", &llm::bf16dot_min_rows);
   m.def("set_bf16dot_min_rows(int rows) -> ()", &llm::set_bf16dot_min_rows);
-  m.def("q8_linear(Tensor x, Tensor packed, Tensor scales) -> Tensor");
+  m.def("q8_linear(Tensor x, Tensor packed, int n) -> Tensor");
   m.def("rms_norm(Tensor x, Tensor weight, float eps) -> Tensor");
   m.def("add_rms_norm(Tensor(a!) x, Tensor residual, Tensor weight, float eps) -> Tensor");
   m.def("silu_mul(Tensor gate_up) -> Tensor");

@@ -17,6 +17,9 @@ struct Acts {  // x [M, K] quantized per group of 32 channels
 };
 
 constexpr float kQMax = 32767.0f;
+// bytes of one group of a packed q8 tile: 512 of codes, then 16 fp16 scales and 16 fp16 minimums
+// (quant_linear.cpp draws the layout)
+constexpr int kQ8Group = 576;
 // Weights are read once per step from memory, in order: prefetching this far ahead kept the
 // single-thread stream at 9-14 GB/s where the hardware prefetcher alone gave 6.5-7.5 (2 cores,
 // 84 MB of int4 layers; 1 KiB and 16 KiB measured a little slower).

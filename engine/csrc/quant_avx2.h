@@ -89,13 +89,13 @@ void q4_tile2(const uint8_t* tile, int64_t groups, const Acts& a, int64_t m0, in
 }
 
 template <int MN>
-void q8_tile2(const uint8_t* tile, int64_t groups, const Acts& a, int64_t m0, int64_t k,
-              const float* scales, float* out, int64_t n, int64_t valid) {
+void q8_tile2(const uint8_t* tile, int64_t groups, const Acts& a, int64_t m0, int64_t k, float* out,
+              int64_t n, int64_t valid) {
   __m256 facc[MN][2];
   for (int m = 0; m < MN; ++m) facc[m][0] = facc[m][1] = _mm256_setzero_ps();
   for (int64_t g = 0; g < groups; ++g) {
-    const uint8_t* blk = tile + g * 512;
-    for (int l = 0; l < 512; l += 64) _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch + l), _MM_HINT_T0);
+    const uint8_t* blk = tile + g * kQ8Group;
+    for (int l = 0; l < kQ8Group; l += 64) _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch + l), _MM_HINT_T0);
     for (int h = 0; h < 2; ++h) {
       __m256i acc[MN];
       for (int m = 0; m < MN; ++m) acc[m] = _mm256_setzero_si256();
@@ -104,15 +104,18 @@ void q8_tile2(const uint8_t* tile, int64_t groups, const Acts& a, int64_t m0, in
         for (int m = 0; m < MN; ++m)
           acc[m] = _mm256_add_epi32(acc[m], _mm256_madd_epi16(w, pair8(a.q.data() + (m0 + m) * k + g * kGroup + b * 2)));
       }
-      for (int m = 0; m < MN; ++m)
-        facc[m][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[m]), _mm256_set1_ps(a.d[(m0 + m) * groups + g]), facc[m][h]);
+      const __m256 scale = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 512 + 16 * h)));
+      const __m256 mins = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 544 + 16 * h)));
+      const __m256 zeros = _mm256_fmadd_ps(_mm256_set1_ps(128.0f), scale, mins);
+      for (int m = 0; m < MN; ++m) {  // the codes are stored centred: no qsum term
+        const int64_t ag = (m0 + m) * groups + g;
+        const __m256 sd = _mm256_mul_ps(scale, _mm256_set1_ps(a.d[ag]));
+        facc[m][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[m]), sd, facc[m][h]);
+        facc[m][h] = _mm256_fmadd_ps(zeros, _mm256_set1_ps(a.sum[ag]), facc[m][h]);
+      }
     }
   }
-  alignas(32) float sc[16] = {};
-  std::memcpy(sc, scales, valid * sizeof(float));
-  const __m256 s0 = _mm256_load_ps(sc), s1 = _mm256_load_ps(sc + 8);
-  for (int m = 0; m < MN; ++m)
-    store_rows(out + m * n, _mm256_mul_ps(facc[m][0], s0), _mm256_mul_ps(facc[m][1], s1), valid);
+  for (int m = 0; m < MN; ++m) store_rows(out + m * n, facc[m][0], facc[m][1], valid);
 }
 #endif
 

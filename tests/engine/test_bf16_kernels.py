@@ -52,7 +52,7 @@ def case(n: int, k: int, m: int, seed: int) -> tuple[torch.Tensor, torch.Tensor,
     gen = torch.Generator().manual_seed(seed)
     parts = quantize_int4(torch.randn(n, k, generator=gen) * 0.05)
     x = torch.randn(m, k, generator=gen) * 3
-    return x, pack_q4(parts), x.double() @ dequantize(parts).double().T
+    return x, pack_q4(parts), x.double() @ dequantize(parts, "int4").double().T
 
 
 @pytest.mark.parametrize("path", PATHS, ids=repr)

@@ -41,6 +41,20 @@ def test_the_library_is_loaded_with_the_code_path_asked_for() -> None:
     assert kernels.isa() == (native_isa() if march == "native" else MARCH_ISA[march])
 
 
+def quantized(scheme: str, w: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """`scheme`'s parts of w and the tiles its kernel reads."""
+    if scheme == "int4":
+        parts = quantize_int4(w)
+        return parts, pack_q4(parts)
+    parts = quantize_int8(w)
+    return parts, pack_q8(parts)
+
+
+def matmul(scheme: str, x: torch.Tensor, packed: torch.Tensor, n: int) -> torch.Tensor:
+    op = ops.q4_linear if scheme == "int4" else ops.q8_linear
+    return op(x, packed, n)
+
+
 @pytest.mark.parametrize("scheme", ["int4", "int8"])
 @pytest.mark.parametrize(("n", "k"), [(96, 64), (40, 96), (16, 32)])
 @pytest.mark.parametrize("m", [1, 3, 4, 9])
@@ -48,47 +62,47 @@ def test_quantized_matmul_is_x_times_the_dequantized_weight(scheme: str, n: int,
     gen = torch.Generator().manual_seed(n * 1000 + k + m)
     w = torch.randn(n, k, generator=gen) * 0.05
     x = torch.randn(m, k, generator=gen) * 3
-    parts = quantize_int4(w) if scheme == "int4" else quantize_int8(w)
-    ref = x.double() @ dequantize(parts).double().T
-    if scheme == "int4":
-        got = ops.q4_linear(x, pack_q4(parts), n)
-    else:
-        got = ops.q8_linear(x, pack_q8(parts), parts["scales"])
+    parts, packed = quantized(scheme, w)
+    ref = x.double() @ dequantize(parts, scheme).double().T
+    got = matmul(scheme, x, packed, n)
     assert got.shape == (m, n) and got.dtype == torch.float32
     # int16 activations per 32 channels: about 2e-5; bf16 activations would be about 2e-3
     assert rel_err(got, ref) < 1e-4
 
 
-def test_quantized_matmul_of_zero_rows_and_zero_groups() -> None:
+@pytest.mark.parametrize("scheme", ["int4", "int8"])
+def test_quantized_matmul_of_zero_rows_and_zero_groups(scheme: str) -> None:
     w = torch.randn(32, 64) * 0.1
     x = torch.zeros(2, 64)
     x[1, 32:] = torch.linspace(-1, 1, 32)  # row 0 all zero; row 1's first group all zero
-    parts = quantize_int4(w)
-    got = ops.q4_linear(x, pack_q4(parts), 32)
-    ref = x.double() @ dequantize(parts).double().T
+    parts, packed = quantized(scheme, w)
+    got = matmul(scheme, x, packed, 32)
+    ref = x.double() @ dequantize(parts, scheme).double().T
     assert torch.equal(got[0], torch.zeros(32))
     assert rel_err(got[1], ref[1]) < 1e-4
 
 
-def test_quantized_matmul_refuses_what_does_not_match_its_packing() -> None:
-    parts = quantize_int4(torch.randn(32, 64))
-    packed = pack_q4(parts)
+@pytest.mark.parametrize("scheme", ["int4", "int8"])
+def test_quantized_matmul_refuses_what_does_not_match_its_packing(scheme: str) -> None:
+    _, packed = quantized(scheme, torch.randn(32, 64))
     with pytest.raises(RuntimeError, match="multiple of 32"):
-        ops.q4_linear(torch.randn(1, 48), packed, 32)
+        matmul(scheme, torch.randn(1, 48), packed, 32)
     with pytest.raises(RuntimeError, match="does not match"):
-        ops.q4_linear(torch.randn(1, 64), packed, 48)
+        matmul(scheme, torch.randn(1, 64), packed, 48)
+    with pytest.raises(RuntimeError, match="does not match"):  # a group's bytes short: an older layout
+        matmul(scheme, torch.randn(1, 64), packed[:, :, :-64].contiguous(), 32)
     with pytest.raises(RuntimeError, match="float32"):
-        ops.q4_linear(torch.randn(1, 64, dtype=torch.float64), packed, 32)
+        matmul(scheme, torch.randn(1, 64, dtype=torch.float64), packed, 32)
 
 
 @pytest.mark.parametrize("scheme", ["int4", "int8"])
 def test_quantized_linear_with_and_without_the_kernels_agree(scheme: str) -> None:
     w = torch.randn(64, 96) * 0.05
     parts = quantize_int4(w) if scheme == "int4" else quantize_int8(w)
-    fast = QuantizedLinear(parts, torch.float32, max_kernel_rows=4, use_kernels=True)
-    eager = QuantizedLinear(parts, torch.float32, max_kernel_rows=4, use_kernels=False)
+    fast = QuantizedLinear(parts, scheme, torch.float32, max_kernel_rows=4, use_kernels=True)
+    eager = QuantizedLinear(parts, scheme, torch.float32, max_kernel_rows=4, use_kernels=False)
     assert fast.packed is not None and eager.packed is None and fast.in_features == eager.in_features == 96
-    for rows in (1, 16):  # eager: its bf16 kernel, then its dense copy
+    for rows in (1, 16):  # eager: its bf16 kernel (int4 only), then its dense copy
         x = torch.randn(rows, 96)
         assert rel_err(fast(x), eager(x)) < 1e-2
 

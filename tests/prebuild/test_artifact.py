@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
 
 import pytest
 
-from engine.artifact import ArtifactIntegrityError, derive_version, read_manifest, verify
-from prebuild.artifact import find_existing
+from engine.artifact import ArtifactIntegrityError, derive_version, read_manifest, sha256_file, verify
+from engine.weights import quantization_scheme
+from prebuild.artifact import ensure_quantized, file_sizes, find_existing
 
 
 def copy_artifact(src: Path, dst: Path) -> Path:
@@ -84,3 +86,49 @@ def test_find_existing_skips_artifacts_that_do_not_verify(artifact_dir: Path, tm
     bad = copy_artifact(artifact_dir, models / "smollm2-135m" / "bad")
     (bad / "tokenizer.json").write_text("{}")
     assert find_existing("smollm2-135m", models) == good
+
+
+def quantized_copy(base: Path, dst: Path, record: dict[str, object]) -> Path:
+    """A copy of `base` whose config.json carries `record` as its "quantization" and whose manifest
+    says so and verifies (its weights stay the float ones: nothing here loads them)."""
+    copy = copy_artifact(base, dst)
+    config = json.loads((copy / "config.json").read_text())
+    (copy / "config.json").write_text(json.dumps({**config, "quantization": record}))
+    manifest = read_manifest(copy)
+    files = {**manifest.files, "config.json": sha256_file(copy / "config.json")}
+    source = {**manifest.source, "quantized_from": manifest.version_id}
+    stamped = dataclasses.replace(
+        manifest,
+        version=derive_version(files),
+        files=files,
+        source=source,
+        quantization=str(record["scheme"]),
+    )
+    (copy / "manifest.json").write_text(dataclasses.replace(stamped, sizes=file_sizes(copy, files)).to_json())
+    return copy
+
+
+def test_an_int8_version_of_the_older_layout_is_built_again_not_reused(
+    artifact_dir: Path, tmp_path: Path
+) -> None:
+    """int8 once kept one symmetric scale per output channel and recorded no group_size: such a
+    version verifies, but find_existing passes it over (ensure_artifact builds the current one),
+    ensure_quantized refuses it by name and the loader refuses its weights."""
+    models = tmp_path / "models" / "smollm2-135m"
+    models.mkdir(parents=True)
+    older: dict[str, object] = {
+        "scheme": "int8",
+        "lm_head": "none",
+        "method": "weight-only, round to nearest",
+    }
+    stale = quantized_copy(artifact_dir, models / "stale", older)
+    assert verify(stale).quantization == "int8"
+    assert find_existing("smollm2-135m", models.parent, "int8") is None
+    with pytest.raises(ValueError, match="older layout"):
+        ensure_quantized(stale, "int8", models.parent)
+    with pytest.raises(ValueError, match="older layout"):
+        quantization_scheme(stale)
+    current = quantized_copy(artifact_dir, models / "current", {**older, "group_size": 32})
+    assert find_existing("smollm2-135m", models.parent, "int8") == current
+    assert ensure_quantized(current, "int8", models.parent) == current
+    assert quantization_scheme(current) == "int8"
