@@ -50,8 +50,8 @@ class WorkerMetrics:
         batched = counter("llm_worker_batched_tokens_total", "Tokens computed over all steps")
         loop = counter(
             "llm_worker_loop_seconds_total",
-            "Engine loop time by part: cancel_check (asking Triton), model (the engine step), "
-            "respond (creating and sending the step's responses)",
+            "Engine loop time by part: cancel_check (taking the outbox's cancellation checks), model "
+            "(the engine step), respond (creating the step's responses and posting them to the outbox)",
         )
         self.families = [blocks, seqs, pre, query, hit, batch, steps, batched, loop]
         label = {"model": model_name}
