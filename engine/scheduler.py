@@ -223,7 +223,8 @@ class Scheduler:
             for s in self._prefilling()
             if s.request.tier == Tier.INTERACTIVE and s.num_prompt_tokens <= SHORT_PROMPT_TOKENS
         )
-        return prefill_budget(cost, len(decodes), interactive, urgent=urgent)
+        batch_only = all(s.request.tier == Tier.BATCH for s in (*self.running, *self.waiting))
+        return prefill_budget(cost, len(decodes), interactive, urgent=urgent, batch_only=batch_only)
 
     # --- helpers ------------------------------------------------------------------------------
 

@@ -9,7 +9,11 @@ The budget keeps the interactive promise where it can be kept, and throughput wh
 - interactive decodes in the step: the step stays within HEADROOM of the inter-token objective,
   or, when the decodes alone already take that long (a large batch), adds at most SLACK of them;
 - no interactive decode (only batch-tier ones, or none): the step stays within IDLE_STEP_S, so
-  a request that arrives meanwhile waits at most that long for its first chunk.
+  a request that arrives meanwhile waits at most that long for its first chunk;
+- only batch-tier work in the engine (`batch_only`): within BATCH_STEP_S, a larger budget for
+  throughput. The prompts are prefilled in fewer steps, so the decodes run at full batch sooner
+  (offline 64 x 128/128 on 2 cores, side by side: 371 output tok/s at a measured 0.25 s step, 418
+  at 512 tokens a step); an interactive request arriving meanwhile waits for at most that step.
 Always at least MIN_BUDGET (every prompt makes progress) and at most MAX_BUDGET, a multiple of
 MULTIPLE tokens.
 
@@ -35,6 +39,7 @@ ITL_OBJECTIVE_S = 0.050  # the seed's interactive objective: p95 inter-token lat
 HEADROOM = 0.8  # of the objective, for the step itself (the rest: responses, the frontend)
 SLACK = 0.5  # prefill added to a step whose decodes alone exceed the objective, as a share of them
 IDLE_STEP_S = 0.25  # the longest step when nobody interactive is decoding
+BATCH_STEP_S = 0.5  # the longest step when only batch-tier work is in the engine
 # Of the seed's 1 s first-token objective, the share for the prefill itself. The rest goes to the
 # frontend's admission, the step in flight when the prompt arrives, and the cost model's optimism:
 # its probes run on an idle engine, while under load the frontend and tritonserver share the cores.
@@ -76,15 +81,17 @@ def prefill_budget(
     interactive: bool,
     itl_objective_s: float = ITL_OBJECTIVE_S,
     urgent: float = 0.0,
+    batch_only: bool = False,
 ) -> int:
     """Prompt tokens this step may prefill beside `decodes` decodes (`interactive`: at least one
     of them is interactive-tier; `urgent`: prompt-token equivalents of short interactive prompts
-    still to prefill); see the module docstring."""
+    still to prefill; `batch_only`: every sequence in the engine is batch-tier); see the module
+    docstring."""
     decoding = cost.seconds(decodes, 0)
     if interactive:
         step = max(itl_objective_s * HEADROOM, decoding * (1 + SLACK))
     else:
-        step = max(IDLE_STEP_S, decoding * (1 + SLACK))
+        step = max(BATCH_STEP_S if batch_only else IDLE_STEP_S, decoding * (1 + SLACK))
     tokens = (step - decoding) / cost.per_prefill_token_s
     tokens = max(tokens, hurry_budget(cost, decodes, urgent, itl_objective_s))
     budget = int(tokens) // MULTIPLE * MULTIPLE

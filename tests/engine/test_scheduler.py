@@ -313,3 +313,17 @@ def test_a_waiting_short_interactive_prompt_hurries_the_prefill_budget() -> None
     assert first_chunk(make_seq("late", 300, max_out=2, salt="v")) == 80
     assert first_chunk(make_seq("bulk", 300, max_out=2, salt="v", tier=Tier.BATCH)) == 32
     assert first_chunk(make_seq("doc", 1500, max_out=2, salt="v")) == 32
+
+
+def test_only_batch_tier_work_takes_the_longer_batch_step() -> None:
+    from engine.step_budget import StepCost, prefill_budget
+
+    cost = StepCost(fixed_s=0.010, per_decode_s=0.001, per_prefill_token_s=0.002)
+    sched = make_scheduler(num_blocks=2048, max_num_batched_tokens=0, step_cost=cost)
+    sched.add(make_seq("bulk", 4000, max_out=1, tier=Tier.BATCH))
+    (chunk,) = sched.schedule().chunks
+    assert chunk.num_tokens == prefill_budget(cost, 0, interactive=False, batch_only=True) == 240
+    sched = make_scheduler(num_blocks=2048, max_num_batched_tokens=0, step_cost=cost)
+    sched.add(make_seq("bulk", 4000, max_out=1, tier=Tier.BATCH))
+    sched.add(make_seq("doc", 4000, max_out=1, salt="u"))  # interactive work: the idle step's bound
+    assert sched.schedule().num_batched_tokens == prefill_budget(cost, 0, interactive=False) == 112
