@@ -58,5 +58,10 @@ def threads() -> int:
     return int(torch.ops.llm.get_num_threads()) if _loaded is not None else 0
 
 
+def int8_activations() -> bool:
+    """The int4 layer's int8-activation path (engine/csrc/i8dot.h) is built: AVX-512 VNNI."""
+    return isa().startswith("avx512-vnni")
+
+
 def isa() -> str:
     return str(torch.ops.llm.isa()) if _loaded is not None else "none"

@@ -164,14 +164,21 @@ def _install_quantized(
     # Stored in floating point: a quantized lm_head (in the version's own scheme) computes the
     # logits of few-row steps, the float weight rescores each row's best candidates exactly (an
     # eighth (int4) or a quarter (int8) of the bytes read per token, the same greedy choices) and is
-    # the dense weight of many-row steps.
+    # the dense weight of many-row steps. Its activations may be int8 (engine/quant.py): the
+    # rescoring repairs what that rounding would move.
     head = state.pop("lm_head.weight", None)
     if head is None and model.config.tie_word_embeddings:
         head = state["model.embed_tokens.weight"]
     assert head is not None, "a checkpoint has lm_head.weight or tied embeddings"
     exact = head.to(dtype)
     model.lm_head = QuantizedLinear(
-        quantize(head, scheme), scheme, dtype, max_kernel_rows, dense=exact, use_kernels=use_kernels
+        quantize(head, scheme),
+        scheme,
+        dtype,
+        max_kernel_rows,
+        dense=exact,
+        use_kernels=use_kernels,
+        int8_acts=True,
     )
     model.exact_head = exact
 

@@ -4,6 +4,7 @@
 #include "amx.h"
 #include "bf16dot.h"
 #include "common.h"
+#include "i8dot.h"
 #include "pool.h"
 
 namespace llm {
@@ -42,12 +43,16 @@ at::Tensor q4_path(Q4Path path, bool usable, const char* name, const at::Tensor&
 }
 }  // namespace
 
-// The AMX path (amx_linear.cpp) and the AVX-512 BF16 path (bf16dot_linear.cpp)
+// The AMX path (amx_linear.cpp), the AVX-512 BF16 path (bf16dot_linear.cpp) and the int8-activation
+// path (i8dot_linear.cpp)
 at::Tensor q4_linear_amx_op(const at::Tensor& x, const at::Tensor& packed, int64_t n) {
   return q4_path(&q4_linear_amx, amx_usable(), "AMX", x, packed, n);
 }
 at::Tensor q4_linear_bf16dot_op(const at::Tensor& x, const at::Tensor& packed, int64_t n) {
   return q4_path(&q4_linear_bf16dot, bf16dot_usable(), "AVX-512 BF16", x, packed, n);
+}
+at::Tensor q4_linear_i8dot_op(const at::Tensor& x, const at::Tensor& packed, int64_t n) {
+  return q4_path(&q4_linear_i8dot, i8dot_usable(), "AVX-512 VNNI int8", x, packed, n);
 }
 
 // Threads of the kernels' own pool (pool.h), the caller included; torch's threads are separate.
@@ -66,6 +71,7 @@ TORCH_LIBRARY(llm, m) {
   m.def("q4_linear_bf16dot(Tensor x, Tensor packed, int n) -> Tensor");
   m.def("bf16dot_min_rows() -> int", &llm::bf16dot_min_rows);
   m.def("set_bf16dot_min_rows(int rows) -> ()", &llm::set_bf16dot_min_rows);
+  m.def("q4_linear_i8dot(Tensor x, Tensor packed, int n) -> Tensor");
   m.def("q8_linear(Tensor x, Tensor packed, int n) -> Tensor");
   m.def("rms_norm(Tensor x, Tensor weight, float eps) -> Tensor");
   m.def("add_rms_norm(Tensor(a!) x, Tensor residual, Tensor weight, float eps) -> Tensor");
@@ -82,6 +88,7 @@ TORCH_LIBRARY_IMPL(llm, CPU, m) {
   m.impl("q4_linear", &llm::q4_linear);
   m.impl("q4_linear_amx", &llm::q4_linear_amx_op);
   m.impl("q4_linear_bf16dot", &llm::q4_linear_bf16dot_op);
+  m.impl("q4_linear_i8dot", &llm::q4_linear_i8dot_op);
   m.impl("q8_linear", &llm::q8_linear);
   m.impl("rms_norm", &llm::rms_norm);
   m.impl("add_rms_norm", &llm::add_rms_norm);
