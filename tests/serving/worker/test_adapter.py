@@ -9,7 +9,7 @@ import pytest
 
 from contracts.tier import Tier
 from engine.engine import EngineError
-from serving.worker.adapter import WorkerAdapter
+from serving.worker.adapter import COALESCE_TOKENS, WorkerAdapter
 from tests.serving.worker.fakes import Clock, Family, Log, Metric, Request, ScriptedEngine, make_adapter, turn
 
 ADMITTED = ({"output_ids": [], "num_input_tokens": [3], "num_cached_tokens": [1]}, False)
@@ -210,19 +210,22 @@ def test_the_loop_reports_its_steps_and_where_their_time_went() -> None:
 
 
 def test_batch_tier_streams_are_coalesced_while_the_batch_is_large() -> None:
-    """From `coalesce_from` requests answered in a step, a BATCH-tier stream gets its tokens four
-    at a time (the last ones with FINAL); interactive streams beside it still get every step's."""
+    """From `coalesce_from` requests answered in a step, a BATCH-tier stream gets its first token at
+    once, then its tokens COALESCE_TOKENS at a time (the last ones with FINAL); interactive streams
+    beside it still get every step's."""
     adapter = make_adapter(coalesce_from=2)
-    batch = Request("b", out=6, tier=[int(Tier.BATCH)])
-    interactive = Request("i", out=6)
+    out = 1 + COALESCE_TOKENS + 2
+    batch = Request("b", out=out, tier=[int(Tier.BATCH)])
+    interactive = Request("i", out=out)
     submit(adapter, batch, interactive)
-    turn(adapter, 6)
-    assert batch.sent == [
-        ADMITTED,
-        ({"output_ids": [101, 102, 103, 104]}, False),
-        ({"output_ids": [105, 106]}, True),
+    turn(adapter)
+    assert batch.sent == [ADMITTED, ({"output_ids": [101]}, False)]  # the first token: never held
+    turn(adapter, out - 1)
+    assert batch.sent[2:] == [
+        ({"output_ids": list(range(102, 102 + COALESCE_TOKENS))}, False),
+        ({"output_ids": [102 + COALESCE_TOKENS, 103 + COALESCE_TOKENS]}, True),
     ]
-    assert interactive.sent[1:] == [({"output_ids": [101 + n]}, n == 5) for n in range(6)]
+    assert interactive.sent[1:] == [({"output_ids": [101 + n]}, n == out - 1) for n in range(out)]
     assert adapter.live == {}
 
 
@@ -231,18 +234,19 @@ def test_held_tokens_go_out_as_soon_as_the_batch_is_small_again_or_the_stream_is
     a = Request("a", out=8, tier=[int(Tier.BATCH)])
     short = Request("s", out=2)
     submit(adapter, a, short)
-    turn(adapter)
-    turn(adapter)  # two answered: a holds 101, 102; the short one finishes
-    assert a.sent == [ADMITTED]
+    turn(adapter)  # two answered: a's first token goes out at once
+    turn(adapter)  # a holds 102; the short one finishes
+    assert a.sent == [ADMITTED, ({"output_ids": [101]}, False)]
     turn(adapter)  # a alone: below coalesce_from, everything held goes out with its token
-    assert a.sent[1:] == [({"output_ids": [101, 102, 103]}, False)]
+    assert a.sent[2:] == [({"output_ids": [102, 103]}, False)]
     b = Request("b", out=8, tier=[int(Tier.BATCH)])
     submit(adapter, b)
-    turn(adapter)  # a and b: a holds 104
+    turn(adapter)  # a and b: a holds 104, b's first token goes out
+    assert b.sent == [ADMITTED, ({"output_ids": [101]}, False)]
     a.cancelled = True
     turn(adapter, 2)  # seen during the first step, aborted before the second
     assert a.sent[-1] == (None, True)  # cancelled: a bare FINAL, the held tokens never delivered
-    assert a.sent[1:] == [({"output_ids": [101, 102, 103]}, False), (None, True)]
+    assert a.sent[1:] == [({"output_ids": [101]}, False), ({"output_ids": [102, 103]}, False), (None, True)]
     assert_one_final(a, short)
 
 
