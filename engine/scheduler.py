@@ -11,9 +11,9 @@ under a prompt-token budget.
 Memory policies: `guaranteed_no_evict` reserves prompt + max output blocks at admission and never
 preempts; `max_utilization` allocates as sequences grow and, when the pool runs dry, preempts the
 lowest-priority, most recently admitted running sequence (its KV is recomputed later). Prefill
-work is ordered by tier, then by weighted fair share across cache salts (engine/fair_share.py),
-then by arrival; a step's first pick goes to a short prompt of the first tier, so no short
-prompt waits behind long ones, its own salt's included. No torch, no clock, no I/O.
+work is ordered by tier, then by weighted fair share across cache salts, then by arrival; a step's
+first pick goes to a short prompt of the first tier (engine/prefill_order.py). No torch, no clock,
+no I/O.
 """
 
 from __future__ import annotations
@@ -25,14 +25,10 @@ from contracts.capacity import blocks_for
 from contracts.tier import Tier
 from engine.fair_share import FairShare
 from engine.kv_cache_manager import KVCacheManager
+from engine.prefill_order import next_prefill, urgent
 from engine.sequence import FinishReason, SeqStatus, Sequence
 from engine.step_budget import StepCost, charge_of, chunk_fit, prefill_budget
 
-# A prompt of at most this many tokens is short: the first pick of every step
-# (engine/fair_share.py orders the rest). Interactive prompts are tens to hundreds of tokens;
-# documents, thousands. A budget measured on 2 cores is 16-32 tokens a step beside interactive
-# decodes, so "fits the step whole" would leave almost every prompt behind the documents.
-SHORT_PROMPT_TOKENS = 512
 GUARANTEED_NO_EVICT = "guaranteed_no_evict"
 MAX_UTILIZATION = "max_utilization"
 
@@ -218,13 +214,9 @@ class Scheduler:
         if self.max_num_batched_tokens or cost is None:
             return self.max_num_batched_tokens
         interactive = any(c.seq.request.tier == Tier.INTERACTIVE for c in decodes)
-        urgent = sum(
-            cost.chunk_charge(s.num_computed_tokens, s.num_uncomputed)
-            for s in self._prefilling()
-            if s.request.tier == Tier.INTERACTIVE and s.num_prompt_tokens <= SHORT_PROMPT_TOKENS
-        )
+        hurry = urgent(cost, self._prefilling())
         batch_only = all(s.request.tier == Tier.BATCH for s in (*self.running, *self.waiting))
-        return prefill_budget(cost, len(decodes), interactive, urgent=urgent, batch_only=batch_only)
+        return prefill_budget(cost, len(decodes), interactive, urgent=hurry, batch_only=batch_only)
 
     # --- helpers ------------------------------------------------------------------------------
 
@@ -235,11 +227,8 @@ class Scheduler:
         )
 
     def _next_prefill(self, scheduled: set[int], admit: bool, short_only: bool = False) -> Sequence | None:
-        """The next sequence to prefill a chunk of: by tier, then least weighted prefill service of
-        its cache salt, then arrival; plain arrival order when fair share is off. short_only: only
-        a short prompt (SHORT_PROMPT_TOKENS) of the first tier: the step's first pick, so a short
-        prompt does not wait behind long ones, and a salt's stream of short prompts takes that
-        one place a step from them."""
+        """The next sequence to prefill a chunk of (engine/prefill_order.py): running ones part-way
+        through their prompt, and waiting ones when `admit` and a running place is free."""
         candidates = [
             s
             for s in self.running
@@ -247,24 +236,7 @@ class Scheduler:
         ]
         if admit and len(self.running) < self.max_num_seqs:
             candidates += [s for s in self.waiting if id(s) not in scheduled]
-        if candidates and short_only:
-            tier = min(s.request.tier for s in candidates)
-            candidates = [
-                s for s in candidates if s.request.tier == tier and s.num_prompt_tokens <= SHORT_PROMPT_TOKENS
-            ]
-        if not candidates:
-            return None
-        if not self.fair_share:
-            return min(candidates, key=lambda s: s.arrival)
-        return min(  # ties: the shortest remaining prompt first
-            candidates,
-            key=lambda s: (
-                s.request.tier,
-                self.fair.served(s.request.cache_salt),
-                s.num_uncomputed,
-                s.arrival,
-            ),
-        )
+        return next_prefill(candidates, self.fair if self.fair_share else None, short_only)
 
     def _grow(self, seq: Sequence, n: int, scheduled: set[int], preempted: list[str]) -> bool:
         """Room for n more tokens of a running sequence, preempting others (max_utilization) if

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from contracts.tier import Tier
-from engine.scheduler import MAX_UTILIZATION, SHORT_PROMPT_TOKENS, CapacityError, SchedulerOutput
+from engine.prefill_order import SHORT_PROMPT_TOKENS
+from engine.scheduler import MAX_UTILIZATION, CapacityError, SchedulerOutput
 from engine.sequence import FinishReason, SeqStatus, Sequence
 from tests.engine.helpers import make_scheduler, make_seq
 
