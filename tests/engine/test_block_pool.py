@@ -40,6 +40,7 @@ def check_totals(kv: KVCacheManager) -> None:
 def test_random_operations_keep_the_books(operations, reserve: bool) -> None:
     kv = KVCacheManager(BlockPool(NUM_BLOCKS), BS, "compat")
     live: dict[str, tuple[list[int], int, str]] = {}  # id -> (tokens, computed, salt)
+    reserved: dict[str, int] = {}  # id -> the tokens its reservation covers (reserve only)
     for op, slot, size, salt, family in operations:
         sid = f"s{slot}"
         if op == "admit" and sid not in live:
@@ -49,9 +50,11 @@ def test_random_operations_keep_the_books(operations, reserve: bool) -> None:
             computed = kv.match_prefix(sid, tokens, salt)
             assert computed % BS == 0 and computed < len(tokens)
             live[sid] = (tokens, computed, salt)
+            reserved[sid] = size + 4
         elif op == "grow" and sid in live:
             tokens, computed, s = live[sid]
-            target = min(len(tokens) + size, len(tokens) + 4) if reserve else len(tokens) + size
+            # reserved: grows only within its reservation, however many grows it takes to get there
+            target = min(len(tokens) + size, reserved[sid]) if reserve else len(tokens) + size
             before = list(kv.block_table(sid))
             if kv.allocate_slots(sid, target):
                 assert len(kv.block_table(sid)) == max(len(before), blocks_for(target, BS))
