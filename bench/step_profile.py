@@ -7,6 +7,10 @@ scheme of it), at each batch size, every sequence decoding, under torch's profil
     sampling    argmax / top-k / softmax / multinomial over the sampled rows
     other       the rest of the step's wall time: the scheduler, block tables, Python, the copies
 
+The categories come from steps that call the kernels layer by layer (the profiler sees each);
+"stacked step" is the wall time of the same steps as a worker runs them, every layer in one call
+(engine/csrc/stack.cpp), which saves most of "other".
+
 Threads as a worker on this machine runs them: one torch thread less than the CPUs (at least
 one), and the kernels' own pool on every CPU (serving/workers.py, engine/kernels.py). Run:
 `python -m bench profile [--quantization int4] [--batches 1,8,32] [--steps 16] [--prompt 128]`; prints a table
@@ -52,31 +56,37 @@ def profile_batch(
     """Milliseconds per decode step by category, with `batch` sequences decoding after `prompt`
     tokens each (prefilled in one step first, so every sequence decodes in every measured step),
     and that prefill step's own milliseconds ("prefill", batch * prompt tokens)."""
-    blocks = batch * ((prompt + steps + 2 + 15) // 16 + 1)
+    blocks = batch * ((prompt + 2 * steps + 2 + 15) // 16 + 1)
     config = EngineConfig(
         num_blocks=blocks, max_num_seqs=batch, max_num_batched_tokens=batch * prompt, kv_dtype=kv_dtype
     )
     engine = Engine(model, config)
     for i in range(batch):
         ids = tuple(100 + (i * 37 + j) % 20_000 for j in range(prompt))
-        engine.add_request(EngineRequest(f"b{i}", ids, steps + 2))  # no stop ids: never early
+        engine.add_request(EngineRequest(f"b{i}", ids, 2 * steps + 2))  # no stop ids: never early
     start = time.perf_counter()
     engine.step()  # the prefill, and every sequence's first token
     prefill = (time.perf_counter() - start) * 1000
     engine.step()
     assert len(engine.scheduler.running) == batch and engine.last_batch_tokens == batch
+    model.stacked = False  # the kernels called layer by layer: the profiler sees each one
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         start = time.perf_counter()
         for _ in range(steps):
             engine.step()
         wall = (time.perf_counter() - start) * 1000 / steps
+    model.stacked = True  # every layer in one call (engine/csrc/stack.cpp): what a worker runs
+    start = time.perf_counter()
+    for _ in range(steps):
+        engine.step()
+    stacked = (time.perf_counter() - start) * 1000 / steps
     spent: dict[str, float] = dict.fromkeys([*CATEGORIES, "other ops"], 0.0)
     for event in prof.key_averages():
         name = category(event.key)
         if name is not None:
             spent[name] += event.self_cpu_time_total / 1000 / steps
     spent["other ops"] = max(0.0, wall - sum(v for k, v in spent.items() if k != "other ops"))
-    return {"step": wall, **spent, "prefill": prefill}
+    return {"step": wall, **spent, "stacked step": stacked, "prefill": prefill}
 
 
 def main() -> int:
@@ -108,7 +118,7 @@ def main() -> int:
     batches = [int(b) for b in args.batches.split(",")]
     kv = getattr(torch, args.kv_dtype) if args.kv_dtype else None
     results = {b: profile_batch(model, b, args.steps, args.prompt, kv) for b in batches}
-    heads = ["step", *CATEGORIES, "other ops", "prefill"]
+    heads = ["step", *CATEGORIES, "other ops", "stacked step", "prefill"]
     threads = torch.get_num_threads()
     print(
         f"{args.quantization}, kernels {isa}, {threads} torch thread(s), KV {args.kv_dtype or 'float32'}: "

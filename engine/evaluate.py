@@ -65,6 +65,9 @@ class _CausalWindow:
         q, k, v = heads[:, :hq], heads[:, hq : hq + hkv], heads[:, hq + hkv :]
         return self.attend(layer, apply_rotary(q, cos, signed_sin), apply_rotary(k, cos, signed_sin), v)
 
+    def stack_inputs(self, tokens: int) -> None:
+        return None  # not the paged cache: the layers run one by one
+
 
 @torch.inference_mode()
 def perplexity(model: LlamaForCausalLM, ids: Seq[int], window: int = 512) -> float:

@@ -8,7 +8,8 @@ step's keys/values into their slots and computes attention: all single-token dec
 call (keys gathered block-wise, padding masked), each prefill chunk in its own causal call. With the
 engine's kernels loaded (engine/kernels.py), `attend_qkv()` does the same from the layer's fused
 q|k|v projection: one kernel rotates q and k and writes k and v into their slots, and decodes read
-their context through the block tables in place.
+their context through the block tables in place; `stack_inputs()` hands the same to the kernel
+that runs every layer of a step in one call.
 """
 
 from __future__ import annotations
@@ -38,6 +39,15 @@ class StepLayout:
     prefills: tuple[PrefillSpan, ...]
 
 
+@dataclass(slots=True, frozen=True)
+class StackInputs:
+    k_caches: list[torch.Tensor]  # per layer [num_blocks, block_size, Hkv, D]
+    v_caches: list[torch.Tensor]
+    slots: torch.Tensor  # [T] flat cache slot of every token, int64
+    tables: torch.Tensor  # [T, W] each token's block table, int64
+    lens: torch.Tensor  # [T] keys each token sees (its own included), int64
+
+
 class PagedKVCache:
     def __init__(self, cfg: LlamaConfig, num_blocks: int, block_size: int, dtype: torch.dtype) -> None:
         shape = (cfg.num_layers, num_blocks, block_size, cfg.num_kv_heads, cfg.head_dim)
@@ -53,6 +63,7 @@ class PagedKVCache:
             torch.bfloat16 if dtype == torch.bfloat16 and native_bf16() else None
         )
         self._layout: StepLayout | None = None
+        self._layers = (list(self.k.unbind(0)), list(self.v.unbind(0)))  # each layer's, as views
 
     @staticmethod
     def bytes_per_block(cfg: LlamaConfig, block_size: int, dtype: torch.dtype) -> int:
@@ -88,6 +99,16 @@ class PagedKVCache:
         tables, lens = self._token_rows
         out: torch.Tensor = torch.ops.llm.paged_decode_attention(q, k_cache, v_cache, tables, lens)
         return out
+
+    def stack_inputs(self, tokens: int) -> StackInputs:
+        """What the kernels' `llm::decoder_stack` (engine/csrc/stack.cpp) reads and writes for this
+        step's `tokens` tokens: every layer's caches, the tokens' slots, block tables and lengths."""
+        layout = self._layout
+        assert layout is not None, "begin_step() first"
+        if self._token_rows is None:
+            self._token_rows = _token_rows(layout, tokens)
+        tables, lens = self._token_rows
+        return StackInputs(self._layers[0], self._layers[1], layout.slot_mapping, tables, lens)
 
     @staticmethod
     def _attend(

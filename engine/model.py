@@ -15,8 +15,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.config import LlamaConfig
+from engine.kv_cache import StackInputs
+from engine.quant import QuantizedLinear
 
 RESCORE = 8  # candidates per row scored exactly when lm_head is approximate
+# llm::decoder_stack's projection kinds (engine/csrc/stack.cpp)
+DENSE, Q4, Q8, Q4_INT8 = 0, 1, 2, 3
+# its weights, kinds, output sizes (4 a layer: qkv, o, gate_up, down) and norms (2 a layer + final)
+StackArgs = tuple[list[torch.Tensor], list[int], list[int], list[torch.Tensor]] | tuple[()]
 
 
 class KVCache(Protocol):
@@ -28,6 +34,11 @@ class KVCache(Protocol):
         self, layer: int, qkv: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor
     ) -> torch.Tensor:
         """The same from the unrotated q|k|v projection [T, (Hq + 2 Hkv) * D] (the engine's kernels)."""
+        ...
+
+    def stack_inputs(self, tokens: int) -> StackInputs | None:
+        """Every layer's caches and the step's token rows for `llm::decoder_stack`; None: this cache
+        is not the paged one, and the layers run one by one."""
         ...
 
 
@@ -155,6 +166,10 @@ class LlamaForCausalLM(nn.Module):
         # Steps run the engine's fused kernels (engine/kernels.py; fp32 activations only): set by
         # engine/weights.py `load_model` when the kernels are loaded.
         self.fused = False
+        # Fused steps run every layer in one call, llm::decoder_stack (engine/csrc/stack.cpp), where
+        # the cache and the projections allow; False: layer by layer (the reference it equals).
+        self.stacked = True
+        self._stack: StackArgs | None = None  # its weights (decoder_stack_args), built at first use
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, cache: KVCache) -> torch.Tensor:
         """input_ids, positions: [T] -> final hidden states [T, hidden]."""
@@ -172,9 +187,19 @@ class LlamaForCausalLM(nn.Module):
     ) -> torch.Tensor:
         """The same layers with the kernels: each residual add is fused into the norm after it,
         so x [T, hidden] is the residual stream (updated in place) and h what the next block reads."""
-        ops, eps = torch.ops.llm, self.config.rms_norm_eps
-        layers = [cast(DecoderLayer, m) for m in self.model.layers]
+        ops, eps, cfg = torch.ops.llm, self.config.rms_norm_eps, self.config
         t = x.shape[0]
+        if self._stack is None:
+            self._stack = decoder_stack_args(self)
+        step = cache.stack_inputs(t) if self.stacked and self._stack else None
+        if step is not None and self._stack:  # every layer in one call: the same kernels, in order
+            weights, kinds, outs, norms = self._stack
+            h_out: torch.Tensor = ops.decoder_stack(
+                x, weights, kinds, outs, norms, step.k_caches, step.v_caches, step.slots, step.tables,
+                step.lens, cos, sin, cfg.num_heads, cfg.num_kv_heads, eps,
+            )  # fmt: skip
+            return h_out
+        layers = [cast(DecoderLayer, m) for m in self.model.layers]
         h = ops.rms_norm(x, layers[0].input_layernorm.weight, eps)
         for i, layer in enumerate(layers):
             attn, mlp = layer.self_attn, layer.mlp
@@ -198,3 +223,34 @@ class LlamaForCausalLM(nn.Module):
             rows = self.exact_head[top].float()  # [N, RESCORE, hidden]
             logits.scatter_(1, top, torch.einsum("nd,nkd->nk", hidden.float(), rows))
         return logits
+
+
+def _projection(module: nn.Module) -> tuple[torch.Tensor, int, int] | None:
+    """(weight, kind, output size) of a projection llm::decoder_stack can run, else None."""
+    if isinstance(module, QuantizedLinear) and module.packed is not None:
+        kind = Q4_INT8 if module.int8_acts else Q4 if module.scheme == "int4" else Q8
+        return module.packed, kind, module.out_features
+    if type(module) is nn.Linear and module.bias is None and module.weight.dtype == torch.float32:
+        return module.weight, DENSE, module.out_features
+    return None
+
+
+def decoder_stack_args(model: LlamaForCausalLM) -> StackArgs:
+    """llm::decoder_stack's weights for `model`; () when a projection is one it cannot run."""
+    layers = [cast(DecoderLayer, m) for m in model.model.layers]
+    weights: list[torch.Tensor] = []
+    kinds: list[int] = []
+    outs: list[int] = []
+    norms: list[torch.Tensor] = [layers[0].input_layernorm.weight]
+    for i, layer in enumerate(layers):
+        attn, mlp = layer.self_attn, layer.mlp
+        for module in (attn.qkv_proj, attn.o_proj, mlp.gate_up_proj, mlp.down_proj):
+            found = _projection(module)
+            if found is None:
+                return ()
+            weights.append(found[0])
+            kinds.append(found[1])
+            outs.append(found[2])
+        after = layers[i + 1].input_layernorm if i + 1 < len(layers) else model.model.norm
+        norms += [layer.post_attention_layernorm.weight, after.weight]
+    return weights, kinds, outs, norms
