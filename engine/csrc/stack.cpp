@@ -11,20 +11,9 @@
 //   x            the residual stream [T, hidden], updated in place; returns the final normed h
 #include <torch/library.h>
 
-#include "common.h"
-#include "i8dot.h"
+#include "ops.h"
 
 namespace llm {
-at::Tensor q4_linear(const at::Tensor& x, const at::Tensor& packed, int64_t n);
-at::Tensor q8_linear(const at::Tensor& x, const at::Tensor& packed, int64_t n);
-at::Tensor q4_linear_i8dot_op(const at::Tensor& x, const at::Tensor& packed, int64_t n);
-at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps);
-at::Tensor add_rms_norm(at::Tensor& x, const at::Tensor& residual, const at::Tensor& w, double eps);
-at::Tensor silu_mul(const at::Tensor& gu);
-at::Tensor rope_store(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& ssin, at::Tensor& kc,
-                      at::Tensor& vc, const at::Tensor& slots, int64_t hq, int64_t hkv);
-at::Tensor paged_decode_attention(const at::Tensor& q, const at::Tensor& kc, const at::Tensor& vc,
-                                  const at::Tensor& tables, const at::Tensor& lens);
 
 namespace {
 enum Kind : int64_t { kDense = 0, kQ4 = 1, kQ8 = 2, kQ4Int8 = 3 };
