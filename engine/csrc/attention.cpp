@@ -135,7 +135,12 @@ void decode_impl(const at::Tensor& q, const at::Tensor& kc, const at::Tensor& vc
   const T *kp = kc.data_ptr<T>(), *vp = vc.data_ptr<T>();
   const int64_t *tab = tables.data_ptr<int64_t>(), *len = lens.data_ptr<int64_t>();
   float* op = out.data_ptr<float>();
-  Pool::get().for_each(b * hkv, 1, [&](int64_t begin, int64_t end) {
+  // From 4 sequences on, a chunk is one sequence's kv heads: their rows interleave in each block, so
+  // the lines one head's pass brings into this core's L2 serve the next head's (measured on a 2-core
+  // Sapphire Rapids at batch 64 and 192 positions: 0.63 -> 0.52 ms a layer, against one head a chunk,
+  // where the two cores each fetched every block). Fewer sequences keep a head a chunk, so both
+  // cores have work.
+  Pool::get().for_each(b * hkv, b >= 4 ? hkv : 1, [&](int64_t begin, int64_t end) {
     std::vector<float> scores;
     for (int64_t task = begin; task < end; ++task) {
       const int64_t seq = task / hkv, kvh = task % hkv, ctx = len[seq];
