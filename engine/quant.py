@@ -27,7 +27,9 @@ scale per output channel, not groups). All compute x @ dequant(W)^T.
 
 An int4 layer built with `int8_acts` runs `llm::q4_linear_i8dot` where the kernels have it (AVX-512
 VNNI): activations rounded to int8, 1.3-1.7x faster, about 5x the rounding error of bf16
-(engine/csrc/i8dot.h). Only an lm_head whose best candidates are rescored exactly asks for it.
+(engine/csrc/i8dot.h). Only an lm_head whose best candidates are rescored exactly asks for it. Where
+AMX tiles serve `llm::q4_linear`, steps of 32 rows or more go there instead (`llm::q4_linear_int8_acts`,
+engine/csrc/ops.cpp).
 """
 
 from __future__ import annotations
@@ -183,7 +185,7 @@ class QuantizedLinear(nn.Module):
         self.packed: torch.Tensor | None = None
         if use_kernels is None:
             use_kernels = kernels.loaded()
-        self.int8_acts = False  # llm::q4_linear_i8dot instead of llm::q4_linear
+        self.int8_acts = False  # llm::q4_linear_int8_acts instead of llm::q4_linear
         if use_kernels and self.in_features % GROUP == 0:
             self.packed = pack_q4(parts) if scheme == "int4" else pack_q8(parts)
             self.int8_acts = int8_acts and scheme == "int4" and kernels.int8_activations()
@@ -206,7 +208,7 @@ class QuantizedLinear(nn.Module):
             xf = x if x.dtype == torch.float32 and x.is_contiguous() else x.float().contiguous()
             ops = torch.ops.llm
             op = ops.q4_linear if self.scheme == "int4" else ops.q8_linear
-            op = ops.q4_linear_i8dot if self.int8_acts else op
+            op = ops.q4_linear_int8_acts if self.int8_acts else op
             y: torch.Tensor = op(xf, self.packed, self.out_features)
             return y if x.dtype == torch.float32 else y.to(x.dtype)
         assert self.dense is not None

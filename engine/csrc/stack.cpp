@@ -5,7 +5,7 @@
 //
 //   projections  4 a layer (qkv, o, gate_up, down), each a weight and a kind:
 //                kDense fp32 [N, K] (at::linear), kQ4 / kQ8 packed tiles (quant_linear.cpp),
-//                kQ4Int8 packed q4 tiles on int8 activations (i8dot_linear.cpp)
+//                kQ4Int8 packed q4 tiles allowed int8 activations (ops.cpp q4_linear_int8_acts)
 //   norms        2 a layer (input, post-attention) and the final norm: 2L + 1
 //   caches       one K and one V cache a layer, [num_blocks, block_size, Hkv, D]
 //   x            the residual stream [T, hidden], updated in place; returns the final normed h
@@ -23,7 +23,7 @@ at::Tensor project(const at::Tensor& x, const at::Tensor& w, int64_t kind, int64
     case kDense: return at::linear(x, w);
     case kQ4: return q4_linear(x, w, n);
     case kQ8: return q8_linear(x, w, n);
-    case kQ4Int8: return q4_linear_i8dot_op(x, w, n);
+    case kQ4Int8: return q4_linear_int8_acts(x, w, n);
     default: TORCH_CHECK(false, "unknown projection kind ", kind);
   }
 }

@@ -86,7 +86,7 @@ def test_i8dot_refuses_what_does_not_match_its_packing() -> None:
 
 @needs_path
 def test_only_a_layer_that_asks_rounds_its_activations_to_int8() -> None:
-    x, parts = case(96, 64, 40, 3)
+    x, parts = case(96, 64, 8, 3)  # fewer rows than int8_activation_rows() on every host
     asked = QuantizedLinear(parts, "int4", torch.float32, 0, use_kernels=True, int8_acts=True)
     plain = QuantizedLinear(parts, "int4", torch.float32, 0, use_kernels=True)
     assert torch.equal(asked(x), ops.q4_linear_i8dot(x, pack_q4(parts), 96))
@@ -110,3 +110,25 @@ def test_the_int4_lm_head_rounds_to_int8_only_where_the_kernels_have_the_path(ar
     assert head.int8_acts == USABLE
     body = [m for m in model.modules() if isinstance(m, QuantizedLinear) and m is not head]
     assert body and not any(m.int8_acts for m in body)
+
+
+@needs_path
+def test_int8_activations_give_way_to_amx_tiles_from_their_row_limit() -> None:
+    """Where AMX tiles serve q4_linear, a layer asked for int8 activations runs q4_linear from
+    int8_activation_rows() rows (32, or AMX's own threshold if higher); elsewhere never."""
+    limit = int(ops.int8_activation_rows())
+    amx = "+amx" in kernels.isa()
+    assert limit == (max(32, int(ops.amx_min_rows())) if amx else 2**63 - 1)
+    parts = quantize_int4(torch.randn(96, 64, generator=torch.Generator().manual_seed(5)) * 0.05)
+    packed = pack_q4(parts)
+    for m in [limit - 1, limit, limit + 7] if amx else [1, 40, 64]:
+        x = torch.randn(m, 64, generator=torch.Generator().manual_seed(m))
+        want = ops.q4_linear(x, packed, 96) if m >= limit else ops.q4_linear_i8dot(x, packed, 96)
+        assert torch.equal(ops.q4_linear_int8_acts(x, packed, 96), want)
+    if amx:
+        old = int(ops.amx_min_rows())
+        try:
+            ops.set_amx_min_rows(1_000_000_000)  # AMX off: the int8 path serves every size
+            assert int(ops.int8_activation_rows()) == 1_000_000_000
+        finally:
+            ops.set_amx_min_rows(old)
