@@ -152,17 +152,19 @@ def test_rope_store_rotates_q_and_k_and_writes_k_and_v_into_their_slots(dtype: t
     ("hq", "hkv", "d"),
     [(9, 3, 64), (4, 4, 64), (8, 2, 64), (10, 2, 32)],  # the register path (D 64, groups of 1-4); another
 )
+@pytest.mark.parametrize("batch", [3, 5])  # pool chunks of one kv head; of a sequence's heads (from 4)
 def test_paged_decode_attention_reads_each_context_through_its_block_table(
-    dtype: torch.dtype, hq: int, hkv: int, d: int
+    dtype: torch.dtype, hq: int, hkv: int, d: int, batch: int
 ) -> None:
     bs = 4
     kc = torch.randn(16, bs, hkv, d).to(dtype)
     vc = torch.randn(16, bs, hkv, d).to(dtype)
-    tables = torch.tensor([[7, 2, 9, 0], [3, 0, 0, 0], [15, 14, 1, 4]])  # padded with block 0
-    lens = torch.tensor([10, 1, 16])
-    q = torch.randn(3, hq, d)
+    # padded with block 0
+    tables = torch.tensor([[7, 2, 9, 0], [3, 0, 0, 0], [15, 14, 1, 4], [5, 6, 0, 0], [8, 10, 11, 12]])[:batch]
+    lens = torch.tensor([10, 1, 16, 7, 13])[:batch]
+    q = torch.randn(batch, hq, d)
     out = ops.paged_decode_attention(q, kc, vc, tables, lens)
-    for b in range(3):
+    for b in range(batch):
         n = int(lens[b])
         keys = kc[tables[b]].reshape(-1, hkv, d)[:n].float().transpose(0, 1)[None]  # [1, Hkv, n, D]
         vals = vc[tables[b]].reshape(-1, hkv, d)[:n].float().transpose(0, 1)[None]
