@@ -26,12 +26,12 @@ import grpc
 
 from frontend.auth import Tenant
 from frontend.error_map import api_error
-from frontend.errors import ApiError, cursor_expired, invalid_argument
+from frontend.errors import ApiError, cursor_expired, draining, invalid_argument
 from frontend.generations import GenerationManager, LiveGeneration, NotRetained
 from frontend.offload import Offload
 from frontend.reader import Follower, Reader
 from frontend.registry import ModelRegistry, ServedVersion
-from frontend.relay_client import Forwarding
+from frontend.relay_client import Forwarding, RelayStream
 from frontend.run_loop import rejected
 from frontend.settings import FrontendSettings
 from frontend.validation import (
@@ -106,7 +106,7 @@ class GenerationCalls:
             live = await self.start(tenant, request)
         except NotRetained as e:
             resume = pb.ResumeRequest(generation_id=e.generation_id, after_sequence=after)
-            remote = await self.forwarding.resume(tenant, resume) if self.forwarding else None
+            remote = await self.forward(tenant, resume)
             if remote is None:
                 raise
             return remote
@@ -127,11 +127,36 @@ class GenerationCalls:
 
     async def resume(self, tenant: Tenant, request: pb.ResumeRequest) -> Follower:
         """The generation's events after the cursor, from this frontend or from its owner."""
-        if self.manager.retained(tenant.id, request.generation_id) is None and self.forwarding is not None:
-            remote = await self.forwarding.resume(tenant, request)
+        if self.manager.retained(tenant.id, request.generation_id) is None:
+            remote = await self.forward(tenant, request)
             if remote is not None:
                 return remote
         return await self.resume_here(tenant, request)
+
+    async def forward(self, tenant: Tenant, request: pb.ResumeRequest) -> RelayStream | None:
+        """The owner's stream of a generation another frontend runs (None: none does, or this
+        frontend alone serves). A draining frontend relays no new stream (DRAINING: the client
+        goes to another frontend), and its drain waits for the relays it has open."""
+        if self.forwarding is None:
+            return None
+        if self.manager.draining:
+            raise draining()
+        live = self.manager.live
+        live.relays += 1  # counted before the first await, so a drain starting now waits for it
+        try:
+            remote = await self.forwarding.resume(tenant, request)
+        except BaseException:
+            live.relays -= 1
+            raise
+        if remote is None:
+            live.relays -= 1
+            return None
+
+        def closed() -> None:
+            live.relays -= 1
+
+        remote.on_close = closed
+        return remote
 
     async def resume_here(self, tenant: Tenant, request: pb.ResumeRequest) -> Reader:
         """Resume from what this frontend retains only (the relay's answer to other frontends)."""

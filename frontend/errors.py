@@ -91,6 +91,12 @@ def unavailable(reason: str, message: str, retry_after_s: float = 1.0) -> ApiErr
     return ApiError(grpc.StatusCode.UNAVAILABLE, reason, message, retry_after_s=retry_after_s)
 
 
+def draining() -> ApiError:
+    """This frontend is shutting down: new work (a generation, a stream relayed from its owner)
+    goes to another frontend."""
+    return unavailable("DRAINING", "this frontend is shutting down; send the request to another")
+
+
 def store_unavailable() -> ApiError:
     """The control store cannot be reached (or is locked past its timeout): retry soon."""
     return unavailable("STORE_UNAVAILABLE", "the control store is unavailable")

@@ -30,7 +30,7 @@ from datastore.retry import retrying
 from datastore.store import Store
 from frontend.auth import Tenant
 from frontend.cache_salt import CacheSalts
-from frontend.errors import ApiError, store_unavailable, unavailable
+from frontend.errors import ApiError, draining, store_unavailable
 from frontend.generation import GenerationRun
 from frontend.leases import LeaseKeeper
 from frontend.live import LiveGeneration, LiveRegistry
@@ -137,7 +137,7 @@ class GenerationManager:
         id already names. `received`: (time_ns, monotonic s) it arrived, for its trace."""
         received_ns, received_s = received or (time.time_ns(), time.monotonic())
         if self.draining:
-            raise unavailable("DRAINING", "this frontend is shutting down; send the request to another")
+            raise draining()
         if not self.store_probe.available:  # refused at once, not after the store's timeout
             raise store_unavailable()
         self.live.forget_expired()

@@ -126,6 +126,7 @@ class RelayStream:
         self.call = call
         self._generation_id = generation_id
         self._unreachable = unreachable
+        self.on_close: Callable[[], None] | None = None  # called once, by the first close()
 
     @property
     def generation_id(self) -> str:
@@ -150,6 +151,9 @@ class RelayStream:
 
     def close(self) -> None:
         self.call.cancel()
+        done, self.on_close = self.on_close, None
+        if done is not None:
+            done()
 
 
 class Forwarding:

@@ -66,6 +66,35 @@ async def test_sigterm_lets_a_frontends_streams_finish_and_refuses_new_work_mean
     assert owner.frontend_id is not None and owner.relay_address == ""
 
 
+async def test_a_draining_frontend_relays_no_new_stream_and_finishes_those_it_relays(
+    whole_fleet: Fleet,
+) -> None:
+    """A stream f1 passes on from f2 (the generation's owner) is one of f1's streams: its drain
+    waits for it to end. A Resume sent to f1 once it drains is refused DRAINING, not relayed."""
+    f1, f2 = whole_fleet.frontends
+    assert f1.proc is not None
+    async with grpc.aio.insecure_channel(f1.address) as a, grpc.aio.insecure_channel(f2.address) as b:
+        direct = generate(b, request(300))  # long enough to outlast the server's 5 s stop grace
+        first = await read(direct, 2)
+        relayed = resume(a, first[0].generation_id, first[-1].sequence)
+        events = first + await read(relayed, 2)
+        direct.cancel()  # the relayed stream is the generation's only follower now
+        f1.proc.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(120):
+            while True:  # until f1 has begun to drain, a new Resume is relayed (and dropped here)
+                probe = resume(a, first[0].generation_id, events[-1].sequence)
+                try:
+                    await read(probe, 1)
+                except grpc.aio.AioRpcError as e:
+                    assert (e.code(), reason_of(e)) == (grpc.StatusCode.UNAVAILABLE, "DRAINING")
+                    break
+                probe.cancel()
+        events += await read_rest(relayed)
+    assert sequences(events) == list(range(1, len(events) + 1))
+    assert events[-1].finished.reason == Reason.OUTPUT_LIMIT and len(output_tokens(events)) == 300
+    assert await asyncio.to_thread(f1.proc.wait, 180) == 0
+
+
 class Switch(Exception):
     """The client drops its stream on purpose, to resume through the other frontend."""
 
