@@ -91,7 +91,7 @@ struct Job {
 // One chunk: pairs of weight tiles [begin, end) against every row
 void run_pairs(const Job& j, int64_t begin, int64_t end) {
   const int64_t groups = j.k / kGroup, stride = j.k * 2;
-  std::vector<uint16_t> bbuf(groups * 2 * kPairBytes / 2);
+  AlignedVector<uint16_t> bbuf(groups * 2 * kPairBytes / 2);
   load_tile_config();
   for (int64_t pair = begin; pair < end; ++pair) {
     const int64_t t0 = 2 * pair, nt = std::min<int64_t>(2, j.tiles - t0);
@@ -143,7 +143,7 @@ bool amx_usable() {
 
 void q4_linear_amx(const float* x, int64_t m, int64_t k, const uint8_t* packed, int64_t n, float* y) {
   const int64_t m16 = (m + 15) / 16 * 16, tiles = (n + kTile - 1) / kTile;
-  std::vector<uint16_t> xb(m16 * k);
+  AlignedVector<uint16_t> xb(m16 * k);
   to_bf16(x, m, m16, k, xb.data());
   const Job job{xb.data(), packed, y, m, m16, k, n, tiles, k / kGroup * 320};
   // chunks of 4 pairs (128 output channels): the tile configuration is loaded once a chunk

@@ -141,7 +141,7 @@ void decode_impl(const at::Tensor& q, const at::Tensor& kc, const at::Tensor& vc
   // where the two cores each fetched every block). Fewer sequences keep a head a chunk, so both
   // cores have work.
   Pool::get().for_each(b * hkv, b >= 4 ? hkv : 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores;
+    AlignedVector<float> scores;
     for (int64_t task = begin; task < end; ++task) {
       const int64_t seq = task / hkv, kvh = task % hkv, ctx = len[seq];
       const float* qs = qp + (seq * hq + kvh * groupsz) * d;  // the group's query heads, [groupsz, D]

@@ -87,7 +87,7 @@ void rows_x_tiles(const Job& j, const uint16_t* b, int64_t r0, int64_t c0) {
 // Work items [begin, end): item i is block i / quads of rows against chunk i % quads of tiles
 void run_items(const Job& j, int64_t begin, int64_t end) {
   const int64_t groups = j.k / kGroup;
-  std::vector<uint16_t> b(groups * kTiles * kPairBytes / 2);
+  AlignedVector<uint16_t> b(groups * kTiles * kPairBytes / 2);
   for (int64_t item = begin; item < end; ++item) {
     const int64_t quad = item % j.quads, r_begin = item / j.quads * j.block_rows;
     const int64_t r_end = std::min(j.m, r_begin + j.block_rows);
@@ -111,7 +111,7 @@ bool bf16dot_usable() { return true; }
 
 void q4_linear_bf16dot(const float* x, int64_t m, int64_t k, const uint8_t* packed, int64_t n, float* y) {
   const int64_t tiles = (n + kTile - 1) / kTile;
-  std::vector<uint16_t> xb(m * k);
+  AlignedVector<uint16_t> xb(m * k);
   // rows in chunks of about 64 KiB of x
   Pool::get().for_each(m, std::max<int64_t>(1, 16384 / k), [&](int64_t begin, int64_t end) {
     to_bf16(x + begin * k, end - begin, end - begin, k, xb.data() + begin * k);

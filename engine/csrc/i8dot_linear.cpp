@@ -33,7 +33,7 @@ namespace llm {
 namespace {
 
 struct Acts8 {  // x [M, K] as int8 per group of 32, each 8 channels in the order above
-  std::vector<int8_t> q;       // [M, K]
+  AlignedVector<int8_t> q;     // [M, K]
   std::vector<float> d;        // [M, G] scale of each group
   std::vector<float> sum;      // [M, G] exact sum of x over each group
   std::vector<int32_t> shift;  // [M, G] -8 * sum of q over each group: where each dot product starts
@@ -112,7 +112,7 @@ bool i8dot_usable() { return true; }
 
 void q4_linear_i8dot(const float* x, int64_t m, int64_t k, const uint8_t* packed, int64_t n, float* y) {
   const int64_t groups = k / kGroup, tiles = (n + kTile - 1) / kTile, tile_bytes = groups * 320;
-  Acts8 a{std::vector<int8_t>(m * k), std::vector<float>(m * groups), std::vector<float>(m * groups),
+  Acts8 a{AlignedVector<int8_t>(m * k), std::vector<float>(m * groups), std::vector<float>(m * groups),
           std::vector<int32_t>(m * groups)};
   Pool::get().for_each(m, std::max<int64_t>(1, 16384 / k), [&](int64_t begin, int64_t end) {
     quantize_rows(x, begin, end, k, a);

@@ -10,7 +10,7 @@
 namespace llm {
 
 struct Acts {  // x [M, K] quantized per group of 32 channels
-  std::vector<int16_t> q;     // [M, K]
+  AlignedVector<int16_t> q;   // [M, K]
   std::vector<float> d;       // [M, G] scale of each group
   std::vector<float> sum;     // [M, G] exact sum of x over each group
   std::vector<int32_t> qsum;  // [M, G] sum of q over each group
@@ -27,7 +27,7 @@ constexpr int64_t kPrefetch = 4096;
 
 inline Acts quantize_acts(const float* x, int64_t m, int64_t k) {
   const int64_t g = k / kGroup;
-  Acts a{std::vector<int16_t>(m * k), std::vector<float>(m * g), std::vector<float>(m * g),
+  Acts a{AlignedVector<int16_t>(m * k), std::vector<float>(m * g), std::vector<float>(m * g),
          std::vector<int32_t>(m * g)};
   for (int64_t i = 0; i < m * g; ++i) {
     const float* src = x + i * kGroup;
