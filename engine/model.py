@@ -206,7 +206,7 @@ class LlamaForCausalLM(nn.Module):
             a = cache.attend_qkv(i, attn.qkv_proj(h), cos, sin)  # [T, Hq, D]
             h = ops.add_rms_norm(x, attn.o_proj(a.view(t, -1)), layer.post_attention_layernorm.weight, eps)
             after = layers[i + 1].input_layernorm if i + 1 < len(layers) else self.model.norm
-            h = ops.add_rms_norm(x, mlp.down_proj(ops.silu_mul(mlp.gate_up_proj(h))), after.weight, eps)
+            h = ops.add_rms_norm(x, mlp.down_proj(_gate_up_silu(mlp.gate_up_proj, h)), after.weight, eps)
         out: torch.Tensor = h
         return out
 
@@ -233,6 +233,16 @@ def _projection(module: nn.Module) -> tuple[torch.Tensor, int, int] | None:
     if type(module) is nn.Linear and module.bias is None and module.weight.dtype == torch.float32:
         return module.weight, DENSE, module.out_features
     return None
+
+
+def _gate_up_silu(projection: nn.Module, h: torch.Tensor) -> torch.Tensor:
+    """silu(gate) * up, as llm::decoder_stack makes it: fused for a packed int4 projection."""
+    found = _projection(projection)
+    if found is not None and found[1] == Q4:
+        fused: torch.Tensor = torch.ops.llm.q4_gate_up_silu(h, found[0], found[2])
+        return fused
+    out: torch.Tensor = torch.ops.llm.silu_mul(projection(h))
+    return out
 
 
 def decoder_stack_args(model: LlamaForCausalLM) -> StackArgs:

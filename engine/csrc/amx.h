@@ -25,4 +25,10 @@ bool amx_usable();
 // y [m, n] = x [m, k] @ W^T, W the q4 tiles `packed` (quant_linear.cpp); needs amx_usable().
 void q4_linear_amx(const float* x, int64_t m, int64_t k, const uint8_t* packed, int64_t n, float* y);
 
+// y [m, n / 2] = silu(x @ G^T) * (x @ U^T), the packed tiles [G | U] a gate_up projection's (n / 2 a
+// multiple of 16): the pairs are (gate tile i, up tile i) and the product is made as each pair's
+// tiles leave the accumulators, so neither the [m, n] projection nor its second pass through memory
+// exists. The same bits as silu_mul(q4_linear_amx(...)); needs amx_usable().
+void q4_gate_up_silu_amx(const float* x, int64_t m, int64_t k, const uint8_t* packed, int64_t n, float* y);
+
 }  // namespace llm

@@ -84,9 +84,26 @@ inline void store_tile(int t, float* y, int64_t m, int64_t n, int64_t r0, int64_
 struct Job {
   const uint16_t* x;  // bf16 [m16, k]
   const uint8_t* packed;
-  float* y;
+  float* y;  // [m, n], or [m, n / 2] when `gate_up`
   int64_t m, m16, k, n, tiles, tile_bytes;
+  bool gate_up;  // pair i is (gate tile i, up tile tiles / 2 + i), written as silu(gate) * up
 };
+
+// y rows [r0, r0 + 32) x 16 columns from c0 (clipped to m): silu(gate) * up of C tiles 0 / 1 (rows
+// r0..) and 2 / 3 (rows r0 + 16..), the two halves of a gate_up pair
+void store_silu(float* y, int64_t m, int64_t width, int64_t r0, int64_t c0, bool two) {
+  alignas(64) float c[4][16 * 16];
+  _tile_stored(0, c[0], 64);
+  _tile_stored(1, c[1], 64);
+  if (two) {
+    _tile_stored(2, c[2], 64);
+    _tile_stored(3, c[3], 64);
+  }
+  for (int64_t r = 0; r < 32 && r0 + r < m && (r < 16 || two); ++r) {
+    const float *g = c[r < 16 ? 0 : 2] + (r % 16) * 16, *u = c[r < 16 ? 1 : 3] + (r % 16) * 16;
+    simd::store(y + (r0 + r) * width + c0, simd::silu_times(simd::load(g), simd::load(u)));
+  }
+}
 
 // One chunk: pairs of weight tiles [begin, end) against every row
 void run_pairs(const Job& j, int64_t begin, int64_t end) {
@@ -94,10 +111,11 @@ void run_pairs(const Job& j, int64_t begin, int64_t end) {
   AlignedVector<uint16_t> bbuf(groups * 2 * kPairBytes / 2);
   load_tile_config();
   for (int64_t pair = begin; pair < end; ++pair) {
-    const int64_t t0 = 2 * pair, nt = std::min<int64_t>(2, j.tiles - t0);
+    const int64_t t0 = j.gate_up ? pair : 2 * pair, nt = j.gate_up ? 2 : std::min<int64_t>(2, j.tiles - t0);
+    const int64_t step = j.gate_up ? j.tiles / 2 : 1;  // from the pair's first tile to its second
     for (int64_t t = 0; t < nt; ++t)
       for (int64_t g = 0; g < groups; ++g)
-        dequant_group(j.packed + (t0 + t) * j.tile_bytes + g * 320, bbuf.data() + (g * 2 + t) * 512);
+        dequant_group(j.packed + (t0 + t * step) * j.tile_bytes + g * 320, bbuf.data() + (g * 2 + t) * 512);
     if (nt == 1)  // an odd last tile: B tile 7 multiplies zeros, its columns are clipped
       for (int64_t g = 0; g < groups; ++g) std::memset(bbuf.data() + (g * 2 + 1) * 512, 0, kPairBytes);
     for (int64_t m0 = 0; m0 < j.m16; m0 += 32) {
@@ -120,6 +138,10 @@ void run_pairs(const Job& j, int64_t begin, int64_t end) {
           _tile_dpbf16ps(3, 5, 7);
         }
       }
+      if (j.gate_up) {
+        store_silu(j.y, j.m, j.n / 2, m0, pair * kTile, two);
+        continue;
+      }
       const int64_t c0 = t0 * kTile;
       store_tile(0, j.y, j.m, j.n, m0, c0);
       store_tile(1, j.y, j.m, j.n, m0, c0 + 16);
@@ -141,13 +163,23 @@ bool amx_usable() {
   return granted;
 }
 
-void q4_linear_amx(const float* x, int64_t m, int64_t k, const uint8_t* packed, int64_t n, float* y) {
+namespace {
+void run(const float* x, int64_t m, int64_t k, const uint8_t* packed, int64_t n, float* y, bool gate_up) {
   const int64_t m16 = (m + 15) / 16 * 16, tiles = (n + kTile - 1) / kTile;
   AlignedVector<uint16_t> xb(m16 * k);
   to_bf16(x, m, m16, k, xb.data());
-  const Job job{xb.data(), packed, y, m, m16, k, n, tiles, k / kGroup * 320};
+  const Job job{xb.data(), packed, y, m, m16, k, n, tiles, k / kGroup * 320, gate_up};
   // chunks of 4 pairs (128 output channels): the tile configuration is loaded once a chunk
   Pool::get().for_each((tiles + 1) / 2, 4, [&](int64_t begin, int64_t end) { run_pairs(job, begin, end); });
+}
+}  // namespace
+
+void q4_linear_amx(const float* x, int64_t m, int64_t k, const uint8_t* packed, int64_t n, float* y) {
+  run(x, m, k, packed, n, y, false);
+}
+
+void q4_gate_up_silu_amx(const float* x, int64_t m, int64_t k, const uint8_t* packed, int64_t n, float* y) {
+  run(x, m, k, packed, n, y, true);
 }
 
 #else
@@ -155,6 +187,10 @@ void q4_linear_amx(const float* x, int64_t m, int64_t k, const uint8_t* packed, 
 bool amx_usable() { return false; }
 
 void q4_linear_amx(const float*, int64_t, int64_t, const uint8_t*, int64_t, float*) {
+  TORCH_CHECK(false, "this build of the kernels has no AMX path");
+}
+
+void q4_gate_up_silu_amx(const float*, int64_t, int64_t, const uint8_t*, int64_t, float*) {
   TORCH_CHECK(false, "this build of the kernels has no AMX path");
 }
 

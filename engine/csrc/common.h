@@ -136,6 +136,12 @@ inline V exp(V x) {
   p = fmadd(p, r, set1(1.0f));
   return pow2(p, n);
 }
+// silu(g) * u = g / (1 + e^-g) * u: silu_mul (elementwise.cpp) and the AMX gate_up epilogue
+// (amx_linear.cpp) both compute it here, so they give the same bits
+inline V silu_times(V g, V u) {
+  const V one = set1(1.0f);
+  return mul(mul(g, div(one, add(one, exp(sub(zero(), g))))), u);
+}
 }  // namespace simd
 #endif
 

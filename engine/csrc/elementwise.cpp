@@ -88,12 +88,8 @@ at::Tensor silu_mul(const at::Tensor& gu) {
     float* o = dst + r * inter;
     int64_t i = 0;
 #if LLM_SIMD
-    const simd::V one = simd::set1(1.0f);
-    for (; i + simd::W <= inter; i += simd::W) {
-      const simd::V gv = simd::load(g + i);
-      const simd::V sig = simd::div(one, simd::add(one, simd::exp(simd::sub(simd::zero(), gv))));
-      simd::store(o + i, simd::mul(simd::mul(gv, sig), simd::load(u + i)));
-    }
+    for (; i + simd::W <= inter; i += simd::W)
+      simd::store(o + i, simd::silu_times(simd::load(g + i), simd::load(u + i)));
 #endif
     for (; i < inter; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
   }

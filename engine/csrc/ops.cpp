@@ -62,6 +62,22 @@ at::Tensor q4_linear_int8_acts(const at::Tensor& x, const at::Tensor& packed, in
   return x.size(0) < int8_activation_rows() ? q4_linear_i8dot_op(x, packed, n) : q4_linear(x, packed, n);
 }
 
+// silu(gate) * up of a packed int4 gate_up projection [gate | up] (n outputs, returns [m, n / 2]):
+// fused on AMX tiles where q4_linear would take them, else silu_mul(q4_linear(...)); the same bits
+// either way. A 512-row prefill chunk writes and rereads half the bytes: its fp32 [m, n] output is
+// what the AMX tile loop waits on (docs/architecture.md).
+at::Tensor q4_gate_up_silu(const at::Tensor& x, const at::Tensor& packed, int64_t n) {
+  if (x.dim() != 2 || x.size(0) < amx_min_rows() || !amx_usable() || n % (2 * kTile) != 0)
+    return silu_mul(q4_linear(x, packed, n));
+  check_f32_2d(x, "x");
+  TORCH_CHECK(x.size(1) % kGroup == 0 && packed.scalar_type() == at::kByte && packed.is_contiguous() &&
+                  packed.numel() == n / kTile * (x.size(1) / kGroup) * 320,
+              "packed weight does not match ", n, " x ", x.size(1));
+  at::Tensor y = at::empty({x.size(0), n / 2}, x.options());
+  q4_gate_up_silu_amx(x.data_ptr<float>(), x.size(0), x.size(1), packed.data_ptr<uint8_t>(), n, y.data_ptr<float>());
+  return y;
+}
+
 // Threads of the kernels' own pool (pool.h), the caller included; torch's threads are separate.
 void set_num_threads(int64_t threads) { Pool::get().set_threads(static_cast<int>(threads)); }
 int64_t get_num_threads() { return Pool::get().threads(); }
@@ -81,6 +97,7 @@ TORCH_LIBRARY(llm, m) {
   m.def("q4_linear_i8dot(Tensor x, Tensor packed, int n) -> Tensor");
   m.def("q4_linear_int8_acts(Tensor x, Tensor packed, int n) -> Tensor");
   m.def("int8_activation_rows() -> int", &llm::int8_activation_rows);
+  m.def("q4_gate_up_silu(Tensor x, Tensor packed, int n) -> Tensor");
   m.def("q8_linear(Tensor x, Tensor packed, int n) -> Tensor");
   m.def("rms_norm(Tensor x, Tensor weight, float eps) -> Tensor");
   m.def("add_rms_norm(Tensor(a!) x, Tensor residual, Tensor weight, float eps) -> Tensor");
@@ -99,6 +116,7 @@ TORCH_LIBRARY_IMPL(llm, CPU, m) {
   m.impl("q4_linear_bf16dot", &llm::q4_linear_bf16dot_op);
   m.impl("q4_linear_i8dot", &llm::q4_linear_i8dot_op);
   m.impl("q4_linear_int8_acts", &llm::q4_linear_int8_acts);
+  m.impl("q4_gate_up_silu", &llm::q4_gate_up_silu);
   m.impl("q8_linear", &llm::q8_linear);
   m.impl("rms_norm", &llm::rms_norm);
   m.impl("add_rms_norm", &llm::add_rms_norm);

@@ -9,6 +9,7 @@
 namespace llm {
 at::Tensor q4_linear(const at::Tensor& x, const at::Tensor& packed, int64_t n);
 at::Tensor q8_linear(const at::Tensor& x, const at::Tensor& packed, int64_t n);
+at::Tensor q4_gate_up_silu(const at::Tensor& x, const at::Tensor& packed, int64_t n);
 at::Tensor q4_linear_i8dot_op(const at::Tensor& x, const at::Tensor& packed, int64_t n);
 at::Tensor q4_linear_int8_acts(const at::Tensor& x, const at::Tensor& packed, int64_t n);
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps);

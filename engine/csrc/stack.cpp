@@ -47,7 +47,8 @@ at::Tensor decoder_stack(at::Tensor& x, at::TensorList weights, at::IntArrayRef 
     const at::Tensor q = rope_store(project(h, weights[p], kinds[p], outs[p]), cos, ssin, kc, vc, slots, hq, hkv);
     const at::Tensor a = paged_decode_attention(q, kc, vc, tables, lens);  // [T, Hq, D]
     h = add_rms_norm(x, project(a.view({t, -1}), weights[p + 1], kinds[p + 1], outs[p + 1]), norms[2 * i + 1], eps);
-    const at::Tensor up = silu_mul(project(h, weights[p + 2], kinds[p + 2], outs[p + 2]));
+    const at::Tensor up = kinds[p + 2] == kQ4 ? q4_gate_up_silu(h, weights[p + 2], outs[p + 2])
+                                               : silu_mul(project(h, weights[p + 2], kinds[p + 2], outs[p + 2]));
     h = add_rms_norm(x, project(up, weights[p + 3], kinds[p + 3], outs[p + 3]), norms[2 * i + 2], eps);
   }
   return h;

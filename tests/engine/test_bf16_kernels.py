@@ -123,3 +123,34 @@ def test_without_its_instructions_a_path_refuses_and_q4_linear_stays_exact(path:
         path.matmul(x, packed, 64)
     if not AMX and not BF16DOT:
         assert rel_err(ops.q4_linear(x, packed, 64), ref) < VNNI_TOLERANCE
+
+
+@pytest.mark.parametrize(
+    ("inter", "k", "m"),
+    [(16, 64, 1), (16, 64, 15), (48, 64, 16), (48, 64, 17), (40, 64, 33), (48, 96, 64), (1536, 576, 512)],
+)
+def test_the_fused_gate_up_is_silu_mul_of_q4_linear_bit_for_bit(inter: int, k: int, m: int) -> None:
+    """llm::q4_gate_up_silu makes silu(gate) * up as the AMX tiles leave their accumulators (from
+    amx_min_rows, where q4_linear takes AMX), else it is silu_mul(q4_linear(...)): the same bits
+    either way, on any host, and AMX turned off falls back. An intermediate size that is not a
+    whole number of tiles (40) always falls back."""
+    x, packed, ref = case(2 * inter, k, m, inter + k + m)
+    expected = ops.silu_mul(ops.q4_linear(x, packed, 2 * inter))
+    got = ops.q4_gate_up_silu(x, packed, 2 * inter)
+    assert got.shape == (m, inter) and torch.equal(got, expected)
+    gate, up = ref[:, :inter], ref[:, inter:]
+    assert rel_err(got, torch.nn.functional.silu(gate) * up) < 2 * BF16_TOLERANCE
+    amx_before = ops.amx_min_rows()
+    try:
+        ops.set_amx_min_rows(10**9)
+        assert torch.equal(
+            ops.q4_gate_up_silu(x, packed, 2 * inter), ops.silu_mul(ops.q4_linear(x, packed, 2 * inter))
+        )
+    finally:
+        ops.set_amx_min_rows(amx_before)
+
+
+def test_the_fused_gate_up_refuses_what_does_not_match_its_packing() -> None:
+    packed = pack_q4(quantize_int4(torch.randn(64, 64)))
+    with pytest.raises(RuntimeError, match="does not match"):
+        ops.q4_gate_up_silu(torch.randn(40, 64), packed, 96)
