@@ -20,4 +20,9 @@ bool bf16dot_usable();
 // y [m, n] = x [m, k] @ W^T, W the q4 tiles `packed` (quant_linear.cpp); needs bf16dot_usable().
 void q4_linear_bf16dot(const float* x, int64_t m, int64_t k, const uint8_t* packed, int64_t n, float* y);
 
+// y [m, n / 2] = silu(x @ G^T) * (x @ U^T), the packed tiles [G | U] a gate_up projection's (n a
+// multiple of 64): the product is made as the accumulators are stored, the same bits as
+// silu_mul(q4_linear_bf16dot(...)); needs bf16dot_usable().
+void q4_gate_up_silu_bf16dot(const float* x, int64_t m, int64_t k, const uint8_t* packed, int64_t n, float* y);
+
 }  // namespace llm

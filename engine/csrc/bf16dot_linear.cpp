@@ -12,7 +12,9 @@
 //   acc[r][t] (16 fp32 lanes = 16 output rows of tile t) += sum_{i in pair kp} x[r, i] * W[tile t row, i]
 //
 // Each chunk of work is four weight tiles (64 output channels) against a block of rows of x, so a
-// dequantized chunk is used by up to kRowBlock rows.
+// dequantized chunk is used by up to kRowBlock rows. For a gate_up projection
+// (q4_gate_up_silu_bf16dot) a chunk is gate tiles 2c, 2c + 1 and the up tiles of the same outputs,
+// and silu(gate) * up is stored as the accumulators are: [m, n / 2], no [m, n] pass through memory.
 #include "bf16dot.h"
 
 #include <algorithm>
@@ -37,9 +39,10 @@ namespace {
 struct Job {
   const uint16_t* x;  // bf16 [m, k]
   const uint8_t* packed;
-  float* y;
+  float* y;  // [m, n], or [m, n / 2] when `gate_up`
   int64_t m, k, n, tiles, tile_bytes;
   int64_t quads, block_rows;  // chunks of tiles; rows of x a block of work multiplies
+  bool gate_up;  // chunk c: gate tiles 2c, 2c + 1 and up tiles tiles / 2 + 2c, + 1 (see above)
 };
 
 // Rows a block of work multiplies at most: x's block (at most 240 x 1536 x 2 bytes = 720 KiB) stays
@@ -76,6 +79,12 @@ void rows_x_tiles(const Job& j, const uint16_t* b, int64_t r0, int64_t c0) {
       }
     }
   }
+  if (j.gate_up) {  // c0: the chunk's first gate column, also its first output column
+    for (int r = 0; r < MN; ++r)
+      for (int t = 0; t < kTiles / 2; ++t)
+        simd::store(j.y + (r0 + r) * (j.n / 2) + c0 + t * kTile, simd::silu_times(acc[r][t], acc[r][t + kTiles / 2]));
+    return;
+  }
   for (int t = 0; t < kTiles; ++t) {
     const int64_t col = c0 + t * kTile;
     if (col >= j.n) break;
@@ -91,17 +100,20 @@ void run_items(const Job& j, int64_t begin, int64_t end) {
   for (int64_t item = begin; item < end; ++item) {
     const int64_t quad = item % j.quads, r_begin = item / j.quads * j.block_rows;
     const int64_t r_end = std::min(j.m, r_begin + j.block_rows);
-    const int64_t t0 = kTiles * quad, nt = std::min<int64_t>(kTiles, j.tiles - t0);
+    const int64_t t0 = kTiles * quad, nt = j.gate_up ? kTiles : std::min<int64_t>(kTiles, j.tiles - t0);
+    const int64_t g0 = j.gate_up ? kTiles / 2 * quad : t0;  // the chunk's first (gate) tile
     for (int64_t g = 0; g < groups; ++g)
       for (int64_t t = 0; t < kTiles; ++t) {
         uint16_t* dst = b.data() + (g * kTiles + t) * 512;
-        if (t < nt) dequant_group(j.packed + (t0 + t) * j.tile_bytes + g * 320, dst);
+        const int64_t src = !j.gate_up || t < kTiles / 2 ? g0 + t : j.tiles / 2 + g0 + t - kTiles / 2;
+        if (t < nt) dequant_group(j.packed + src * j.tile_bytes + g * 320, dst);
         else std::memset(dst, 0, kPairBytes);  // past the last tile: zeros, never stored
       }
     int64_t r0 = r_begin;
-    for (; r0 + 6 <= r_end; r0 += 6) rows_x_tiles<6>(j, b.data(), r0, t0 * kTile);
-    for (; r0 + 2 <= r_end; r0 += 2) rows_x_tiles<2>(j, b.data(), r0, t0 * kTile);
-    for (; r0 < r_end; ++r0) rows_x_tiles<1>(j, b.data(), r0, t0 * kTile);
+    const int64_t c0 = g0 * kTile;
+    for (; r0 + 6 <= r_end; r0 += 6) rows_x_tiles<6>(j, b.data(), r0, c0);
+    for (; r0 + 2 <= r_end; r0 += 2) rows_x_tiles<2>(j, b.data(), r0, c0);
+    for (; r0 < r_end; ++r0) rows_x_tiles<1>(j, b.data(), r0, c0);
   }
 }
 
@@ -109,7 +121,8 @@ void run_items(const Job& j, int64_t begin, int64_t end) {
 
 bool bf16dot_usable() { return true; }
 
-void q4_linear_bf16dot(const float* x, int64_t m, int64_t k, const uint8_t* packed, int64_t n, float* y) {
+namespace {
+void run(const float* x, int64_t m, int64_t k, const uint8_t* packed, int64_t n, float* y, bool gate_up) {
   const int64_t tiles = (n + kTile - 1) / kTile;
   AlignedVector<uint16_t> xb(m * k);
   // rows in chunks of about 64 KiB of x
@@ -120,9 +133,19 @@ void q4_linear_bf16dot(const float* x, int64_t m, int64_t k, const uint8_t* pack
   int64_t blocks = (m + kRowBlock - 1) / kRowBlock;
   if (blocks * quads < kMinItems) blocks = std::max(blocks, std::min((kMinItems + quads - 1) / quads, m / kMinBlockRows));
   const int64_t block_rows = (m + blocks - 1) / blocks;
-  const Job job{xb.data(), packed, y, m, k, n, tiles, k / kGroup * 320, quads, block_rows};
+  const Job job{xb.data(), packed, y, m, k, n, tiles, k / kGroup * 320, quads, block_rows, gate_up};
   Pool::get().for_each((m + block_rows - 1) / block_rows * quads, 1,
                        [&](int64_t begin, int64_t end) { run_items(job, begin, end); });
+}
+}  // namespace
+
+void q4_linear_bf16dot(const float* x, int64_t m, int64_t k, const uint8_t* packed, int64_t n, float* y) {
+  run(x, m, k, packed, n, y, false);
+}
+
+void q4_gate_up_silu_bf16dot(const float* x, int64_t m, int64_t k, const uint8_t* packed, int64_t n, float* y) {
+  TORCH_CHECK(n % (kTiles * kTile) == 0, "a fused gate_up needs n a multiple of ", kTiles * kTile);
+  run(x, m, k, packed, n, y, true);
 }
 
 #else
@@ -130,6 +153,10 @@ void q4_linear_bf16dot(const float* x, int64_t m, int64_t k, const uint8_t* pack
 bool bf16dot_usable() { return false; }
 
 void q4_linear_bf16dot(const float*, int64_t, int64_t, const uint8_t*, int64_t, float*) {
+  TORCH_CHECK(false, "this build of the kernels has no AVX-512 BF16 path");
+}
+
+void q4_gate_up_silu_bf16dot(const float*, int64_t, int64_t, const uint8_t*, int64_t, float*) {
   TORCH_CHECK(false, "this build of the kernels has no AVX-512 BF16 path");
 }
 

@@ -63,18 +63,21 @@ at::Tensor q4_linear_int8_acts(const at::Tensor& x, const at::Tensor& packed, in
 }
 
 // silu(gate) * up of a packed int4 gate_up projection [gate | up] (n outputs, returns [m, n / 2]):
-// fused on AMX tiles where q4_linear would take them, else silu_mul(q4_linear(...)); the same bits
-// either way. A 512-row prefill chunk writes and rereads half the bytes: its fp32 [m, n] output is
-// what the AMX tile loop waits on (docs/architecture.md).
+// fused on AMX tiles or AVX-512 BF16 dot products where q4_linear would take that path, else
+// silu_mul(q4_linear(...)); the same bits either way. A 512-row prefill chunk writes and rereads
+// half the bytes: its fp32 [m, n] output is what the AMX tile loop waits on (docs/architecture.md).
 at::Tensor q4_gate_up_silu(const at::Tensor& x, const at::Tensor& packed, int64_t n) {
-  if (x.dim() != 2 || x.size(0) < amx_min_rows() || !amx_usable() || n % (2 * kTile) != 0)
-    return silu_mul(q4_linear(x, packed, n));
+  const int64_t m = x.dim() == 2 ? x.size(0) : 0;
+  const bool amx = m >= amx_min_rows() && amx_usable() && n % (2 * kTile) == 0;
+  const bool bf16 = !amx && m >= bf16dot_min_rows() && bf16dot_usable() && n % (4 * kTile) == 0;
+  if (!amx && !bf16) return silu_mul(q4_linear(x, packed, n));
   check_f32_2d(x, "x");
   TORCH_CHECK(x.size(1) % kGroup == 0 && packed.scalar_type() == at::kByte && packed.is_contiguous() &&
                   packed.numel() == n / kTile * (x.size(1) / kGroup) * 320,
               "packed weight does not match ", n, " x ", x.size(1));
-  at::Tensor y = at::empty({x.size(0), n / 2}, x.options());
-  q4_gate_up_silu_amx(x.data_ptr<float>(), x.size(0), x.size(1), packed.data_ptr<uint8_t>(), n, y.data_ptr<float>());
+  at::Tensor y = at::empty({m, n / 2}, x.options());
+  (amx ? &q4_gate_up_silu_amx : &q4_gate_up_silu_bf16dot)(x.data_ptr<float>(), m, x.size(1),
+                                                          packed.data_ptr<uint8_t>(), n, y.data_ptr<float>());
   return y;
 }
 

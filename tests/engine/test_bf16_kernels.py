@@ -127,27 +127,43 @@ def test_without_its_instructions_a_path_refuses_and_q4_linear_stays_exact(path:
 
 @pytest.mark.parametrize(
     ("inter", "k", "m"),
-    [(16, 64, 1), (16, 64, 15), (48, 64, 16), (48, 64, 17), (40, 64, 33), (48, 96, 64), (1536, 576, 512)],
+    [
+        (16, 64, 1),
+        (16, 64, 15),
+        (48, 64, 16),
+        (48, 64, 17),
+        (40, 64, 33),
+        (48, 96, 64),
+        (32, 64, 31),
+        (32, 64, 32),
+        (32, 96, 33),
+        (96, 64, 70),
+        (1536, 576, 64),
+        (1536, 576, 512),
+    ],
 )
 def test_the_fused_gate_up_is_silu_mul_of_q4_linear_bit_for_bit(inter: int, k: int, m: int) -> None:
-    """llm::q4_gate_up_silu makes silu(gate) * up as the AMX tiles leave their accumulators (from
-    amx_min_rows, where q4_linear takes AMX), else it is silu_mul(q4_linear(...)): the same bits
-    either way, on any host, and AMX turned off falls back. An intermediate size that is not a
-    whole number of tiles (40) always falls back."""
+    """llm::q4_gate_up_silu makes silu(gate) * up as the accumulators are stored where q4_linear
+    takes AMX tiles (from amx_min_rows) or AVX-512 BF16 dot products (from bf16dot_min_rows, an
+    intermediate size a multiple of 32), else it is silu_mul(q4_linear(...)): the same bits either
+    way, on any host, with either path turned off or both. An intermediate size that is not a whole
+    number of tiles (40) always falls back."""
     x, packed, ref = case(2 * inter, k, m, inter + k + m)
     expected = ops.silu_mul(ops.q4_linear(x, packed, 2 * inter))
     got = ops.q4_gate_up_silu(x, packed, 2 * inter)
     assert got.shape == (m, inter) and torch.equal(got, expected)
     gate, up = ref[:, :inter], ref[:, inter:]
     assert rel_err(got, torch.nn.functional.silu(gate) * up) < 2 * BF16_TOLERANCE
-    amx_before = ops.amx_min_rows()
+    amx_before, bf16_before = ops.amx_min_rows(), ops.bf16dot_min_rows()
     try:
-        ops.set_amx_min_rows(10**9)
-        assert torch.equal(
-            ops.q4_gate_up_silu(x, packed, 2 * inter), ops.silu_mul(ops.q4_linear(x, packed, 2 * inter))
-        )
+        for turn_off in (ops.set_amx_min_rows, ops.set_bf16dot_min_rows):
+            turn_off(10**9)  # AMX off (the BF16 path where the CPU has it), then both off (VNNI)
+            assert torch.equal(
+                ops.q4_gate_up_silu(x, packed, 2 * inter), ops.silu_mul(ops.q4_linear(x, packed, 2 * inter))
+            )
     finally:
         ops.set_amx_min_rows(amx_before)
+        ops.set_bf16dot_min_rows(bf16_before)
 
 
 def test_the_fused_gate_up_refuses_what_does_not_match_its_packing() -> None:
