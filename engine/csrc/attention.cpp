@@ -56,6 +56,12 @@ void rope_store_impl(const at::Tensor& qkv, const at::Tensor& cos, const at::Ten
 // bf16) once for the whole group, and no output row goes through memory per position.
 constexpr int64_t D64 = 64, C64 = D64 / simd::W;
 
+// One head's row (D64 values) of the next block into the caches, a row per position of this one.
+template <typename T>
+inline void prefetch_row(const char* row) {
+  for (int64_t line = 0; line < D64 * static_cast<int64_t>(sizeof(T)); line += 64) _mm_prefetch(row + line, _MM_HINT_T0);
+}
+
 template <int G, typename T>
 void scores_d64(const float* qs, const T* kp, const int64_t* row, int64_t bs, int64_t hkv, int64_t kvh,
                 int64_t ctx, float scale, float* scores) {
@@ -64,8 +70,10 @@ void scores_d64(const float* qs, const T* kp, const int64_t* row, int64_t bs, in
     for (int64_t c = 0; c < C64; ++c) qv[g][c] = simd::mul(simd::load(qs + g * D64 + c * simd::W), simd::set1(scale));
   for (int64_t p0 = 0; p0 < ctx; p0 += bs) {  // block by block: no division per position
     const T* base = kp + (row[p0 / bs] * bs * hkv + kvh) * D64;
+    const char* next = p0 + bs < ctx ? reinterpret_cast<const char*>(kp + (row[p0 / bs + 1] * bs * hkv + kvh) * D64) : nullptr;
     for (int64_t p = p0; p < std::min(ctx, p0 + bs); ++p) {
       const T* k = base + (p - p0) * hkv * D64;
+      if (next) prefetch_row<T>(next + (p - p0) * hkv * D64 * sizeof(T));
       simd::V kv[C64];
       for (int64_t c = 0; c < C64; ++c) kv[c] = simd::load(k + c * simd::W);
       for (int g = 0; g < G; ++g) {
@@ -85,8 +93,10 @@ void weighted_values_d64(const float* scores, const T* vp, const int64_t* row, i
     for (int64_t c = 0; c < C64; ++c) o[g][c] = simd::zero();
   for (int64_t p0 = 0; p0 < ctx; p0 += bs) {
     const T* base = vp + (row[p0 / bs] * bs * hkv + kvh) * D64;
+    const char* next = p0 + bs < ctx ? reinterpret_cast<const char*>(vp + (row[p0 / bs + 1] * bs * hkv + kvh) * D64) : nullptr;
     for (int64_t p = p0; p < std::min(ctx, p0 + bs); ++p) {
       const T* v = base + (p - p0) * hkv * D64;
+      if (next) prefetch_row<T>(next + (p - p0) * hkv * D64 * sizeof(T));
       simd::V vv[C64];
       for (int64_t c = 0; c < C64; ++c) vv[c] = simd::load(v + c * simd::W);
       for (int g = 0; g < G; ++g) {
