@@ -1,7 +1,8 @@
 """Where a decode step's time goes: the engine in-process on the default model (a quantization
 scheme of it), at each batch size, every sequence decoding, under torch's profiler.
 
-    matmul      the projections and the LM head (our q4/q8 kernels, or PyTorch's mm/linear)
+    matmul      the projections (int4 gate_up with its fused SiLU x up) and the LM head (our q4/q8
+                kernels, or PyTorch's mm/linear)
     attention   paged decode attention, and the K/V writes into the cache
     norm/act    RMSNorm (fused with the residual add), rotary, SiLU x up
     sampling    argmax / top-k / softmax / multinomial over the sampled rows
@@ -33,7 +34,16 @@ from engine.engine import Engine, EngineConfig, EngineRequest
 from engine.model import LlamaForCausalLM
 
 CATEGORIES = {
-    "matmul": ("q4_linear", "q8_linear", "aten::mm", "aten::addmm", "aten::linear", "aten::bmm", "pack_mm"),
+    "matmul": (
+        "q4_linear",
+        "q4_gate_up",
+        "q8_linear",
+        "aten::mm",
+        "aten::addmm",
+        "aten::linear",
+        "aten::bmm",
+        "pack_mm",
+    ),
     "attention": ("attention", "write_kv", "index_copy", "scaled_dot_product"),
     "norm/act": ("rms_norm", "silu", "rotary", "rope"),
     "sampling": ("argmax", "topk", "softmax", "multinomial", "sample"),
