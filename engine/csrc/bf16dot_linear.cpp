@@ -41,7 +41,7 @@ struct Job {
   const uint8_t* packed;
   float* y;  // [m, n], or [m, n / 2] when `gate_up`
   int64_t m, k, n, tiles, tile_bytes;
-  int64_t quads, block_rows;  // chunks of tiles; rows of x a block of work multiplies
+  int64_t quads, block_rows;  // chunks of tiles (kTiles or kNarrowTiles); rows of x a block multiplies
   bool gate_up;  // chunk c: gate tiles 2c, 2c + 1 and up tiles tiles / 2 + 2c, + 1 (see above)
 };
 
@@ -55,37 +55,41 @@ constexpr int64_t kMinItems = 16;  // work items a call aims for, at least
 constexpr int64_t kMinBlockRows = 24;
 
 constexpr int64_t kTiles = 4;  // weight tiles a chunk of work dequantizes together: 64 outputs
+// ... or 2 (32 outputs), where chunks of 4 would leave too few items for the threads: a decode batch
+// against 576 or 960 outputs cut its rows in two instead, and each half dequantized every chunk
+// again (64 rows: 300-317 GFLOP/s against gate_up's 353, which needs no cut).
+constexpr int64_t kNarrowTiles = 2;
 
-// Rows r0 .. r0 + MN of x against the dequantized tiles b (groups x kTiles x 1 KiB): y columns c0 ..
-// c0 + 64, clipped to n. MN = 6: 24 accumulators, 4 weight rows and a broadcast within the 32
-// registers, 6 broadcasts and 4 loads for 24 dot products.
-template <int MN>
+// Rows r0 .. r0 + MN of x against the dequantized tiles b (groups x NT x 1 KiB): y columns c0 ..
+// c0 + 16 NT, clipped to n. MN = 6, NT = 4: 24 accumulators, 4 weight rows and a broadcast within
+// the 32 registers, 6 broadcasts and 4 loads for 24 dot products (MN = 12, NT = 2: 12 and 2).
+template <int MN, int NT>
 void rows_x_tiles(const Job& j, const uint16_t* b, int64_t r0, int64_t c0) {
-  __m512 acc[MN][kTiles];
+  __m512 acc[MN][NT];
   for (int r = 0; r < MN; ++r)
-    for (int t = 0; t < kTiles; ++t) acc[r][t] = _mm512_setzero_ps();
+    for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
   const int64_t groups = j.k / kGroup;
   const uint16_t* x = j.x + r0 * j.k;
   for (int64_t g = 0; g < groups; ++g) {
-    const uint16_t* bg = b + g * kTiles * 512;  // tile t's 16 pairs of k at bg + t * 512
+    const uint16_t* bg = b + g * NT * 512;  // tile t's 16 pairs of k at bg + t * 512
     for (int kp = 0; kp < 16; ++kp) {
-      __m512bh w[kTiles];
-      for (int t = 0; t < kTiles; ++t) w[t] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(bg + t * 512 + kp * 32));
+      __m512bh w[NT];
+      for (int t = 0; t < NT; ++t) w[t] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(bg + t * 512 + kp * 32));
       for (int r = 0; r < MN; ++r) {
         int32_t pair;  // x[r, 2kp], x[r, 2kp + 1] of this group
         std::memcpy(&pair, x + r * j.k + g * kGroup + 2 * kp, 4);
         const __m512bh a = reinterpret_cast<__m512bh>(_mm512_set1_epi32(pair));
-        for (int t = 0; t < kTiles; ++t) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], w[t], a);
+        for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], w[t], a);
       }
     }
   }
   if (j.gate_up) {  // c0: the chunk's first gate column, also its first output column
     for (int r = 0; r < MN; ++r)
-      for (int t = 0; t < kTiles / 2; ++t)
-        simd::store(j.y + (r0 + r) * (j.n / 2) + c0 + t * kTile, simd::silu_times(acc[r][t], acc[r][t + kTiles / 2]));
+      for (int t = 0; t < NT / 2; ++t)
+        simd::store(j.y + (r0 + r) * (j.n / 2) + c0 + t * kTile, simd::silu_times(acc[r][t], acc[r][t + NT / 2]));
     return;
   }
-  for (int t = 0; t < kTiles; ++t) {
+  for (int t = 0; t < NT; ++t) {
     const int64_t col = c0 + t * kTile;
     if (col >= j.n) break;
     const __mmask16 mask = col + kTile <= j.n ? 0xFFFF : static_cast<__mmask16>((1u << (j.n - col)) - 1);
@@ -93,27 +97,29 @@ void rows_x_tiles(const Job& j, const uint16_t* b, int64_t r0, int64_t c0) {
   }
 }
 
-// Work items [begin, end): item i is block i / quads of rows against chunk i % quads of tiles
+// Work items [begin, end): item i is block i / quads of rows against chunk i % quads of NT tiles
+template <int NT>
 void run_items(const Job& j, int64_t begin, int64_t end) {
   const int64_t groups = j.k / kGroup;
-  AlignedVector<uint16_t> b(groups * kTiles * kPairBytes / 2);
+  AlignedVector<uint16_t> b(groups * NT * kPairBytes / 2);
   for (int64_t item = begin; item < end; ++item) {
     const int64_t quad = item % j.quads, r_begin = item / j.quads * j.block_rows;
     const int64_t r_end = std::min(j.m, r_begin + j.block_rows);
-    const int64_t t0 = kTiles * quad, nt = j.gate_up ? kTiles : std::min<int64_t>(kTiles, j.tiles - t0);
-    const int64_t g0 = j.gate_up ? kTiles / 2 * quad : t0;  // the chunk's first (gate) tile
+    const int64_t t0 = NT * quad, nt = j.gate_up ? NT : std::min<int64_t>(NT, j.tiles - t0);
+    const int64_t g0 = j.gate_up ? NT / 2 * quad : t0;  // the chunk's first (gate) tile
     for (int64_t g = 0; g < groups; ++g)
-      for (int64_t t = 0; t < kTiles; ++t) {
-        uint16_t* dst = b.data() + (g * kTiles + t) * 512;
-        const int64_t src = !j.gate_up || t < kTiles / 2 ? g0 + t : j.tiles / 2 + g0 + t - kTiles / 2;
+      for (int64_t t = 0; t < NT; ++t) {
+        uint16_t* dst = b.data() + (g * NT + t) * 512;
+        const int64_t src = !j.gate_up || t < NT / 2 ? g0 + t : j.tiles / 2 + g0 + t - NT / 2;
         if (t < nt) dequant_group(j.packed + src * j.tile_bytes + g * 320, dst);
         else std::memset(dst, 0, kPairBytes);  // past the last tile: zeros, never stored
       }
     int64_t r0 = r_begin;
     const int64_t c0 = g0 * kTile;
-    for (; r0 + 6 <= r_end; r0 += 6) rows_x_tiles<6>(j, b.data(), r0, c0);
-    for (; r0 + 2 <= r_end; r0 += 2) rows_x_tiles<2>(j, b.data(), r0, c0);
-    for (; r0 < r_end; ++r0) rows_x_tiles<1>(j, b.data(), r0, c0);
+    constexpr int kRows = NT == kTiles ? 6 : 12;  // 24 accumulators
+    for (; r0 + kRows <= r_end; r0 += kRows) rows_x_tiles<kRows, NT>(j, b.data(), r0, c0);
+    for (; r0 + 2 <= r_end; r0 += 2) rows_x_tiles<2, NT>(j, b.data(), r0, c0);
+    for (; r0 < r_end; ++r0) rows_x_tiles<1, NT>(j, b.data(), r0, c0);
   }
 }
 
@@ -129,13 +135,16 @@ void run(const float* x, int64_t m, int64_t k, const uint8_t* packed, int64_t n,
   Pool::get().for_each(m, std::max<int64_t>(1, 16384 / k), [&](int64_t begin, int64_t end) {
     to_bf16(x + begin * k, end - begin, end - begin, k, xb.data() + begin * k);
   });
-  const int64_t quads = (tiles + kTiles - 1) / kTiles;
   int64_t blocks = (m + kRowBlock - 1) / kRowBlock;
+  const bool narrow = !gate_up && blocks * ((tiles + kTiles - 1) / kTiles) < kMinItems;
+  const int64_t width = narrow ? kNarrowTiles : kTiles, quads = (tiles + width - 1) / width;
   if (blocks * quads < kMinItems) blocks = std::max(blocks, std::min((kMinItems + quads - 1) / quads, m / kMinBlockRows));
   const int64_t block_rows = (m + blocks - 1) / blocks;
   const Job job{xb.data(), packed, y, m, k, n, tiles, k / kGroup * 320, quads, block_rows, gate_up};
-  Pool::get().for_each((m + block_rows - 1) / block_rows * quads, 1,
-                       [&](int64_t begin, int64_t end) { run_items(job, begin, end); });
+  Pool::get().for_each((m + block_rows - 1) / block_rows * quads, 1, [&](int64_t begin, int64_t end) {
+    if (narrow) run_items<kNarrowTiles>(job, begin, end);
+    else run_items<kTiles>(job, begin, end);
+  });
 }
 }  // namespace
 
