@@ -28,6 +28,9 @@ against baselines on the same weights, same machine, same seeded workload and ar
     workload   a named mix (bench/workload.py): interactive, mixed, offline, decode; output
                lengths forced
     arrivals   Poisson at --rate (or each of --rates), or --concurrency closed-loop clients
+    rounds     --rounds N runs each load N times, the targets' order reversed every other round,
+               and reports each round's throughput ratio and their median (a 2-core VM's speed
+               drifts by 10-20% over minutes, so one side-by-side ratio is worth about +-0.1)
     figures    bench/metrics.py; goodput objectives: TTFT <= --ttft-slo and each request's p95
                inter-token gap <= --itl-slo (defaults 2 s and 0.25 s: what a 2-core CPU can hold
                for a 135M model under moderate load; tighten them on faster machines)
@@ -61,7 +64,7 @@ from bench.engine import hf_generate, load_hf
 from bench.metrics import Objectives, Outcome, summarize
 from bench.prompts import artifact_encoder, exact_prompt
 from bench.serve_setup import KEYS, MODEL, make_jobs, run_config
-from bench.workload import MIXES, Load, loads
+from bench.workload import MIXES, Load, loads, rounds
 from frontend.settings import ModelSettings, PlatformConfig
 from serving import artifact_for, start_platform
 
@@ -200,11 +203,20 @@ def parse_args() -> argparse.Namespace:
     )
     p.add_argument("--vllm-dtype", default="float32", help="vLLM's --dtype (the platform's default)")
     p.add_argument("--timeout", type=float, default=900.0, help="per-request client timeout (s)")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="runs of each load, the targets' order reversed every other round; the report adds each "
+        "round's platform / baseline output tok/s and their median",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=Path("var/bench"))
     args = p.parse_args()
     if args.rate is not None:
         args.rates = [args.rate, *args.rates]
+    if args.rounds < 1:
+        p.error("--rounds must be at least 1")
     return args
 
 
@@ -237,8 +249,8 @@ def main() -> int:
         hf_generate(hf, warm.prompt_ids, 4)
     runs: list[dict[str, Any]] = []
     slo = Objectives(args.ttft_slo, args.itl_slo)
-    for load in plan:
-        for target in wanted:
+    for load, label, order in rounds(plan, wanted, args.rounds):
+        for target in order:
             t0 = time.perf_counter()
             if target == "platform":
                 outcomes = run_platform(jobs, load, args, warm, notes)
@@ -254,7 +266,7 @@ def main() -> int:
                 runs.append(
                     {
                         "target": "platform-split/grpc",
-                        "load": load.label,
+                        "load": label,
                         "rate": load.rate,
                         "outcomes": grpc_half,
                     }
@@ -264,16 +276,16 @@ def main() -> int:
                 from bench.fleet import run_fleet
 
                 outcomes, cost = run_fleet(jobs, load, args, warm, KEYS)
-                notes.append(f"{load.label}: {cost.note()}")
+                notes.append(f"{label}: {cost.note()}")
                 print(notes[-1], flush=True)
             elif target == "transformers":
                 outcomes = run_transformers(subset, load, args, hf)
             else:
                 outcomes = PEERS[target].run(subset, load, args, warm)
-            runs.append({"target": target, "load": load.label, "rate": load.rate, "outcomes": outcomes})
+            runs.append({"target": target, "load": label, "rate": load.rate, "outcomes": outcomes})
             s = summarize(outcomes, slo)
             print(
-                f"{target} @ {load.label}: {s['completed']}/{s['requests']} served, "
+                f"{target} @ {label}: {s['completed']}/{s['requests']} served, "
                 f"{s['output_tok_per_s']:.1f} output tok/s, {time.perf_counter() - t0:.0f} s",
                 flush=True,
             )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 from dataclasses import asdict
 from typing import Any
 
@@ -108,6 +109,31 @@ def scope(n: int, baseline_n: int) -> str:
     )
 
 
+ROUND = ", round "  # bench/serve.py `rounds`: a load's label in its second and later rounds
+
+
+def rounds_summary(by_load: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
+    """Per load run in several rounds: each round's platform / baseline output tok/s, and the
+    median over the rounds (none when every load ran once)."""
+    ratios: dict[tuple[str, str], list[float]] = {}
+    for label, summaries in by_load.items():
+        if ROUND not in label:
+            continue
+        ref = next((t for t in ("platform", "platform-process") if t in summaries), None)
+        if ref is None:
+            continue
+        ours = figure(summaries[ref], ("output_tok_per_s",))
+        for base, summary in summaries.items():
+            theirs = figure(summary, ("output_tok_per_s",))
+            if base != ref and ours is not None and theirs:
+                ratios.setdefault((label.split(ROUND)[0], f"{ref} / {base}"), []).append(ours / theirs)
+    lines = []
+    for (load, pair), values in ratios.items():
+        each, median = ", ".join(f"{v:.2f}x" for v in values), statistics.median(values)
+        lines.append(f"Output tok/s {pair} @ {load} over {len(values)} rounds: {each}; median {median:.2f}x")
+    return [*lines, ""] if lines else []
+
+
 def write_report(
     args: argparse.Namespace,
     mix: Mix,
@@ -133,6 +159,7 @@ def write_report(
     ]
     for label, summaries in by_load.items():
         lines += load_table(label, summaries)
+    lines += rounds_summary(by_load)
     rated = [r for r in runs if r["rate"] is not None]
     plots = plot_cdfs(runs, args.out, stem)
     if len({r["rate"] for r in rated}) > 1:

@@ -136,3 +136,15 @@ def loads(mix: Mix, n: int, rates: list[float], concurrency: int | None) -> list
     if mix.all_at_once:
         return [Load(concurrency=n)]
     return [Load(concurrency=1)] if mix.one_at_a_time else [Load(rate=1.0)]
+
+
+def rounds(plan: list[Load], targets: list[str], n: int) -> list[tuple[Load, str, list[str]]]:
+    """Each load n times, its label naming the round when n > 1, the targets in the given order in
+    odd rounds and reversed in even ones: a machine whose speed drifts over minutes then favours no
+    target in the median ratio (bench/serve_report.py `rounds_summary`)."""
+    out = []
+    for load in plan:
+        for r in range(n):
+            label = load.label if n == 1 else f"{load.label}, round {r + 1}"
+            out.append((load, label, list(targets) if r % 2 == 0 else targets[::-1]))
+    return out

@@ -87,3 +87,37 @@ def test_ttft_by_kind_of_request_where_there_are_two_kinds() -> None:
     rows = {line.split(" | ")[0].removeprefix("| "): line for line in lines[4:-1]}
     assert rows["TTFT p95, interactive requests (s)"] == "| TTFT p95, interactive requests (s) | 0.50 |"
     assert rows["TTFT p95, document requests (s)"] == "| TTFT p95, document requests (s) | 3.00 |"
+
+
+def test_rounds_reverse_the_targets_every_other_round_and_name_each_round() -> None:
+    from bench.workload import Load, rounds
+
+    load = Load(concurrency=64)
+    assert [(label, order) for _, label, order in rounds([load], ["platform-process", "vllm"], 1)] == [
+        ("concurrency 64", ["platform-process", "vllm"])
+    ]
+    assert [(label, order) for _, label, order in rounds([load], ["platform-process", "vllm"], 3)] == [
+        ("concurrency 64, round 1", ["platform-process", "vllm"]),
+        ("concurrency 64, round 2", ["vllm", "platform-process"]),
+        ("concurrency 64, round 3", ["platform-process", "vllm"]),
+    ]
+
+
+def test_the_rounds_summary_gives_each_round_s_throughput_ratio_and_their_median() -> None:
+    from bench.serve_report import rounds_summary
+
+    def tok(rate: float) -> dict[str, object]:
+        return {"output_tok_per_s": rate}
+
+    by_load = {
+        "concurrency 64, round 1": {"platform-process": tok(440.0), "vllm": tok(400.0)},
+        "concurrency 64, round 2": {"vllm": tok(500.0), "platform-process": tok(450.0)},
+        "concurrency 64, round 3": {"platform-process": tok(420.0), "vllm": tok(400.0)},
+    }
+    assert rounds_summary(by_load) == [
+        "Output tok/s platform-process / vllm @ concurrency 64 over 3 rounds: 1.10x, 0.90x, 1.05x; "
+        "median 1.05x",
+        "",
+    ]
+    # one round (the labels name none): no summary
+    assert rounds_summary({"concurrency 64": by_load["concurrency 64, round 1"]}) == []
