@@ -116,8 +116,8 @@ async def test_worker_spans_join_the_generation_trace(
                     break
                 await asyncio.sleep(0.5)
             assert roots, "the frontend exported no generation span"
-            assert worker, (
-                f"no worker span in trace {trace_id}: {sorted({(s[0], s[2]) for s in collector.spans})}"
+            assert worker, (  # every span's trace too: a worker span in another trace is a lost traceparent
+                f"no worker span in trace {trace_id}: {sorted({(s[0], s[2], s[1]) for s in collector.spans})}"
             )
     finally:
         await asyncio.to_thread(platform.stop_workers)
