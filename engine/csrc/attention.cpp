@@ -50,10 +50,14 @@ void rope_store_impl(const at::Tensor& qkv, const at::Tensor& cos, const at::Ten
   });
 }
 
-#if LLM_AVX512
+#if LLM_SIMD
 // The common shape (head dim 64, up to 4 query heads per kv head), with each head's query and
 // output held in registers across the context: a key or value row is loaded (and widened from
-// bf16) once for the whole group, and no output row goes through memory per position.
+// bf16) once for the whole group, and no output row goes through memory per position. AVX2's 16
+// registers cannot hold a group's queries and outputs (3 heads x 8 vectors each): there the
+// queries are read from L1 as the products' memory operands, and the outputs are made a few
+// vectors of the head dim at a time (`Cols`), each pass over the context reading only those
+// columns of each value row.
 constexpr int64_t D64 = 64, C64 = D64 / simd::W;
 
 // One head's row (D64 values) of the next block into the caches, a row per position of this one.
@@ -62,6 +66,29 @@ inline void prefetch_row(const char* row) {
   for (int64_t line = 0; line < D64 * static_cast<int64_t>(sizeof(T)); line += 64) _mm_prefetch(row + line, _MM_HINT_T0);
 }
 
+#if LLM_AVX2
+template <int G, typename T>
+void scores_d64(const float* qs, const T* kp, const int64_t* row, int64_t bs, int64_t hkv, int64_t kvh,
+                int64_t ctx, float scale, float* scores) {
+  alignas(32) float qsc[G * D64];  // the group's queries, scaled: read by the products below
+  for (int64_t i = 0; i < G * D64; ++i) qsc[i] = qs[i] * scale;
+  for (int64_t p0 = 0; p0 < ctx; p0 += bs) {
+    const T* base = kp + (row[p0 / bs] * bs * hkv + kvh) * D64;
+    const char* next = p0 + bs < ctx ? reinterpret_cast<const char*>(kp + (row[p0 / bs + 1] * bs * hkv + kvh) * D64) : nullptr;
+    for (int64_t p = p0; p < std::min(ctx, p0 + bs); ++p) {
+      const T* k = base + (p - p0) * hkv * D64;
+      if (next) prefetch_row<T>(next + (p - p0) * hkv * D64 * sizeof(T));
+      simd::V kv[C64];
+      for (int64_t c = 0; c < C64; ++c) kv[c] = simd::load(k + c * simd::W);
+      for (int g = 0; g < G; ++g) {
+        simd::V acc = simd::mul(simd::load(qsc + g * D64), kv[0]);
+        for (int64_t c = 1; c < C64; ++c) acc = simd::fmadd(simd::load(qsc + g * D64 + c * simd::W), kv[c], acc);
+        scores[g * ctx + p] = simd::hsum(acc);
+      }
+    }
+  }
+}
+#else
 template <int G, typename T>
 void scores_d64(const float* qs, const T* kp, const int64_t* row, int64_t bs, int64_t hkv, int64_t kvh,
                 int64_t ctx, float scale, float* scores) {
@@ -85,28 +112,40 @@ void scores_d64(const float* qs, const T* kp, const int64_t* row, int64_t bs, in
   }
 }
 
-template <int G, typename T>
-void weighted_values_d64(const float* scores, const T* vp, const int64_t* row, int64_t bs, int64_t hkv,
-                         int64_t kvh, int64_t ctx, float* os) {
-  simd::V o[G][C64];
+#endif
+
+// Columns c0 .. c0 + Cols of the group's outputs (each a sum over the context in position order,
+// however many columns a pass makes).
+template <int G, int Cols, typename T>
+void weighted_values_cols(const float* scores, const T* vp, const int64_t* row, int64_t bs, int64_t hkv,
+                          int64_t kvh, int64_t ctx, int64_t c0, float* os) {
+  simd::V o[G][Cols];
   for (int g = 0; g < G; ++g)
-    for (int64_t c = 0; c < C64; ++c) o[g][c] = simd::zero();
+    for (int c = 0; c < Cols; ++c) o[g][c] = simd::zero();
   for (int64_t p0 = 0; p0 < ctx; p0 += bs) {
-    const T* base = vp + (row[p0 / bs] * bs * hkv + kvh) * D64;
+    const T* base = vp + (row[p0 / bs] * bs * hkv + kvh) * D64 + c0 * simd::W;
     const char* next = p0 + bs < ctx ? reinterpret_cast<const char*>(vp + (row[p0 / bs + 1] * bs * hkv + kvh) * D64) : nullptr;
     for (int64_t p = p0; p < std::min(ctx, p0 + bs); ++p) {
       const T* v = base + (p - p0) * hkv * D64;
-      if (next) prefetch_row<T>(next + (p - p0) * hkv * D64 * sizeof(T));
-      simd::V vv[C64];
-      for (int64_t c = 0; c < C64; ++c) vv[c] = simd::load(v + c * simd::W);
+      if (next && c0 == 0) prefetch_row<T>(next + (p - p0) * hkv * D64 * sizeof(T));
+      simd::V vv[Cols];
+      for (int c = 0; c < Cols; ++c) vv[c] = simd::load(v + c * simd::W);
       for (int g = 0; g < G; ++g) {
         const simd::V w = simd::set1(scores[g * ctx + p]);
-        for (int64_t c = 0; c < C64; ++c) o[g][c] = simd::fmadd(w, vv[c], o[g][c]);
+        for (int c = 0; c < Cols; ++c) o[g][c] = simd::fmadd(w, vv[c], o[g][c]);
       }
     }
   }
   for (int g = 0; g < G; ++g)
-    for (int64_t c = 0; c < C64; ++c) simd::store(os + g * D64 + c * simd::W, o[g][c]);
+    for (int c = 0; c < Cols; ++c) simd::store(os + g * D64 + (c0 + c) * simd::W, o[g][c]);
+}
+
+template <int G, typename T>
+void weighted_values_d64(const float* scores, const T* vp, const int64_t* row, int64_t bs, int64_t hkv,
+                         int64_t kvh, int64_t ctx, float* os) {
+  // accumulators a pass: every column on AVX-512 (G x 4 of 32 registers), at most 8 of AVX2's 16
+  constexpr int Cols = LLM_AVX512 ? static_cast<int>(C64) : (G == 1 ? 8 : G == 2 ? 4 : 2);
+  for (int64_t c0 = 0; c0 < C64; c0 += Cols) weighted_values_cols<G, Cols>(scores, vp, row, bs, hkv, kvh, ctx, c0, os);
 }
 
 // True when the fast path ran the group's scores (then `values` runs its output the same way).
@@ -158,7 +197,7 @@ void decode_impl(const at::Tensor& q, const at::Tensor& kc, const at::Tensor& vc
       scores.assign(groupsz * ctx, 0.0f);
       const int64_t* row = tab + seq * width;  // the sequence's block table
       bool fast = false;
-#if LLM_AVX512
+#if LLM_SIMD
       fast = scores_fast(d, groupsz, qs, kp, row, bs, hkv, kvh, ctx, scale, scores.data());
 #endif
       for (int64_t p = 0; p < ctx && !fast; ++p) {
@@ -197,7 +236,7 @@ void decode_impl(const at::Tensor& q, const at::Tensor& kc, const at::Tensor& vc
         for (int64_t p = 0; p < ctx; ++p) sc[p] *= inv;
       }
       float* os = op + (seq * hq + kvh * groupsz) * d;
-#if LLM_AVX512
+#if LLM_SIMD
       if (fast) {
         values_fast(groupsz, scores.data(), vp, row, bs, hkv, kvh, ctx, os);
         continue;
