@@ -9,7 +9,7 @@ import pytest
 
 from contracts.tier import Tier
 from engine.engine import EngineError
-from serving.worker.adapter import COALESCE_TOKENS, WorkerAdapter
+from serving.worker.adapter import CHECK_EVERY, COALESCE_TOKENS, WorkerAdapter
 from tests.serving.worker.fakes import Clock, Family, Log, Metric, Request, ScriptedEngine, make_adapter, turn
 
 ADMITTED = ({"output_ids": [], "num_input_tokens": [3], "num_cached_tokens": [1]}, False)
@@ -231,7 +231,7 @@ def test_batch_tier_streams_are_coalesced_while_the_batch_is_large() -> None:
 
 def test_held_tokens_go_out_as_soon_as_the_batch_is_small_again_or_the_stream_is_cancelled() -> None:
     adapter = make_adapter(coalesce_from=2)
-    a = Request("a", out=8, tier=[int(Tier.BATCH)])
+    a = Request("a", out=40, tier=[int(Tier.BATCH)])
     short = Request("s", out=2)
     submit(adapter, a, short)
     turn(adapter)  # two answered: a's first token goes out at once
@@ -244,7 +244,12 @@ def test_held_tokens_go_out_as_soon_as_the_batch_is_small_again_or_the_stream_is
     turn(adapter)  # a and b: a holds 104, b's first token goes out
     assert b.sent == [ADMITTED, ({"output_ids": [101]}, False)]
     a.cancelled = True
-    turn(adapter, 2)  # seen during the first step, aborted before the second
+    turns = 0
+    while not a.sent[-1][1]:
+        turn(adapter)
+        turns += 1
+    # coalesced: asked on its own turn, within CHECK_EVERY steps, and aborted at the next boundary
+    assert turns <= CHECK_EVERY + 1
     assert a.sent[-1] == (None, True)  # cancelled: a bare FINAL, the held tokens never delivered
     assert a.sent[1:] == [({"output_ids": [101]}, False), ({"output_ids": [102, 103]}, False), (None, True)]
     assert_one_final(a, short)
@@ -256,3 +261,26 @@ def test_a_small_batch_never_coalesces_the_batch_tier() -> None:
     submit(adapter, req)
     turn(adapter, 3)
     assert req.sent[1:] == [({"output_ids": [101 + n]}, n == 2) for n in range(3)]
+
+
+def test_while_coalescing_each_batch_stream_is_asked_about_cancellation_once_every_check_every_steps() -> None:
+    """Each ask is a round trip to tritonserver: while the batch tier is coalesced, a step asks about
+    every interactive stream and a share of the batch-tier ones, each of those on its own turn."""
+    adapter = make_adapter(coalesce_from=2)
+    batch = [Request(f"b{n}", out=60, tier=[int(Tier.BATCH)]) for n in range(2 * CHECK_EVERY)]
+    interactive = Request("i", out=60)
+    submit(adapter, *batch, interactive)
+    turn(adapter)  # nothing answered yet, so nothing coalesced: every stream asked
+    assert [r.checks for r in (*batch, interactive)] == [1] * (len(batch) + 1)
+    for n in range(1, 4 * CHECK_EVERY + 1):
+        turn(adapter)
+        assert interactive.checks == 1 + n
+        assert sum(r.checks for r in batch) == len(batch) + 2 * n  # two batch streams a step
+    assert [r.checks for r in batch] == [5] * len(batch)  # each once in every CHECK_EVERY steps
+    for r in batch[1:]:
+        r.cancelled = True
+    while adapter.live.keys() != {"b0", "i"}:  # every cancelled one is seen on its turn
+        turn(adapter)
+    before = batch[0].checks
+    turn(adapter, 2)  # two streams answered: still coalescing
+    assert batch[0].checks - before <= 1
