@@ -24,9 +24,10 @@ def load(path: Path) -> str:
     "+bf16" when they run on AVX-512 BF16 dot products). ValueError when another library is
     already loaded.
 
-    `LLM_KERNELS_AMX_MIN_ROWS` and `LLM_KERNELS_BF16_MIN_ROWS` (environment) set the rows from
-    which int4 matmuls take the AMX path (engine/csrc/amx.h) or the AVX-512 BF16 one
-    (engine/csrc/bf16dot.h); a huge value turns it off: for side-by-side measurements."""
+    `LLM_KERNELS_AMX_MIN_ROWS`, `LLM_KERNELS_BF16_MIN_ROWS` and `LLM_KERNELS_FMA_MIN_ROWS`
+    (environment) set the rows from which int4 matmuls take the AMX path (engine/csrc/amx.h), the
+    AVX-512 BF16 one (engine/csrc/bf16dot.h) or the AVX2 FMA one (engine/csrc/fma.h); a huge value
+    turns it off: for side-by-side measurements."""
     global _loaded
     with _lock:
         if _loaded is None:
@@ -35,6 +36,7 @@ def load(path: Path) -> str:
             for name, setter in (
                 ("LLM_KERNELS_AMX_MIN_ROWS", torch.ops.llm.set_amx_min_rows),
                 ("LLM_KERNELS_BF16_MIN_ROWS", torch.ops.llm.set_bf16dot_min_rows),
+                ("LLM_KERNELS_FMA_MIN_ROWS", torch.ops.llm.set_fma_min_rows),
             ):
                 rows = os.environ.get(name)
                 if rows:

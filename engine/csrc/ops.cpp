@@ -4,6 +4,7 @@
 #include "amx.h"
 #include "bf16dot.h"
 #include "common.h"
+#include "fma.h"
 #include "i8dot.h"
 #include "ops.h"
 #include "pool.h"
@@ -43,6 +44,9 @@ at::Tensor q4_linear_amx_op(const at::Tensor& x, const at::Tensor& packed, int64
 }
 at::Tensor q4_linear_bf16dot_op(const at::Tensor& x, const at::Tensor& packed, int64_t n) {
   return q4_path(&q4_linear_bf16dot, bf16dot_usable(), "AVX-512 BF16", x, packed, n);
+}
+at::Tensor q4_linear_fma_op(const at::Tensor& x, const at::Tensor& packed, int64_t n) {
+  return q4_path(&q4_linear_fma, fma_usable(), "AVX2 FMA", x, packed, n);
 }
 at::Tensor q4_linear_i8dot_op(const at::Tensor& x, const at::Tensor& packed, int64_t n) {
   return q4_path(&q4_linear_i8dot, i8dot_usable(), "AVX-512 VNNI int8", x, packed, n);
@@ -97,6 +101,9 @@ TORCH_LIBRARY(llm, m) {
   m.def("q4_linear_bf16dot(Tensor x, Tensor packed, int n) -> Tensor");
   m.def("bf16dot_min_rows() -> int", &llm::bf16dot_min_rows);
   m.def("set_bf16dot_min_rows(int rows) -> ()", &llm::set_bf16dot_min_rows);
+  m.def("q4_linear_fma(Tensor x, Tensor packed, int n) -> Tensor");
+  m.def("fma_min_rows() -> int", &llm::fma_min_rows);
+  m.def("set_fma_min_rows(int rows) -> ()", &llm::set_fma_min_rows);
   m.def("q4_linear_i8dot(Tensor x, Tensor packed, int n) -> Tensor");
   m.def("q4_linear_int8_acts(Tensor x, Tensor packed, int n) -> Tensor");
   m.def("int8_activation_rows() -> int", &llm::int8_activation_rows);
@@ -117,6 +124,7 @@ TORCH_LIBRARY_IMPL(llm, CPU, m) {
   m.impl("q4_linear", &llm::q4_linear);
   m.impl("q4_linear_amx", &llm::q4_linear_amx_op);
   m.impl("q4_linear_bf16dot", &llm::q4_linear_bf16dot_op);
+  m.impl("q4_linear_fma", &llm::q4_linear_fma_op);
   m.impl("q4_linear_i8dot", &llm::q4_linear_i8dot_op);
   m.impl("q4_linear_int8_acts", &llm::q4_linear_int8_acts);
   m.impl("q4_gate_up_silu", &llm::q4_gate_up_silu);

@@ -23,6 +23,7 @@
 #include "amx.h"
 #include "bf16dot.h"
 #include "common.h"
+#include "fma.h"
 #include "pool.h"
 #include "quant_acts.h"
 #include "quant_avx2.h"
@@ -177,6 +178,10 @@ at::Tensor quantized_linear(Scheme scheme, const at::Tensor& x, const at::Tensor
   }
   if (scheme == Scheme::kInt4 && m >= bf16dot_min_rows() && bf16dot_usable()) {
     q4_linear_bf16dot(x.data_ptr<float>(), m, k, packed.data_ptr<uint8_t>(), n, y.data_ptr<float>());
+    return y;
+  }
+  if (scheme == Scheme::kInt4 && m >= fma_min_rows() && fma_usable()) {
+    q4_linear_fma(x.data_ptr<float>(), m, k, packed.data_ptr<uint8_t>(), n, y.data_ptr<float>());
     return y;
   }
   const Acts a = quantize_acts(x.data_ptr<float>(), m, k);

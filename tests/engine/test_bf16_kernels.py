@@ -1,7 +1,8 @@
-"""The two bf16 paths of the int4 linear layer, AMX tiles (engine/csrc/amx_linear.cpp) and AVX-512
-BF16 dot products (engine/csrc/bf16dot_linear.cpp), against x @ dequant(W)^T in float64, and their
-place in `llm::q4_linear`: many-row steps take one (AMX first), few-row steps keep the VNNI path.
-On a CPU without a path's instructions the path is absent and says so."""
+"""The many-row paths of the int4 linear layer, AMX tiles (engine/csrc/amx_linear.cpp), AVX-512 BF16
+dot products (engine/csrc/bf16dot_linear.cpp) and, on AVX2 hosts, fp32 FMAs against dequantized
+weights (engine/csrc/fma_linear.cpp), against x @ dequant(W)^T in float64, and their place in
+`llm::q4_linear`: many-row steps take one (AMX first), few-row steps keep the integer path. On a CPU
+without a path's instructions the path is absent and says so."""
 
 from __future__ import annotations
 
@@ -22,11 +23,12 @@ BF16DOT = "avx512_bf16" in FLAGS and ISA.startswith("avx512-vnni")  # built with
 # bf16 activations and bf16-rounded dequantized weights: about 2-3e-3 of the output's norm
 BF16_TOLERANCE = 6e-3
 VNNI_TOLERANCE = 1e-4  # int16 activations, exact integer sums
+FMA_TOLERANCE = 2e-6  # fp32 activations and weights, fp32 sums
 
 
 class BF16Path:
-    def __init__(self, name: str, usable: bool) -> None:
-        self.name, self.usable = name, usable
+    def __init__(self, name: str, usable: bool, tolerance: float = BF16_TOLERANCE) -> None:
+        self.name, self.usable, self.tolerance = name, usable, tolerance
         self.matmul: Callable[..., torch.Tensor] = getattr(ops, f"q4_linear_{name}")
         self.min_rows: Callable[[], int] = getattr(ops, f"{name}_min_rows")
         self.set_min_rows: Callable[[int], None] = getattr(ops, f"set_{name}_min_rows")
@@ -35,7 +37,7 @@ class BF16Path:
         return self.name
 
 
-PATHS = [BF16Path("amx", AMX), BF16Path("bf16dot", BF16DOT)]
+PATHS = [BF16Path("amx", AMX), BF16Path("bf16dot", BF16DOT), BF16Path("fma", ISA == "avx2", FMA_TOLERANCE)]
 
 
 def usable(path: BF16Path) -> BF16Path:
@@ -57,13 +59,13 @@ def case(n: int, k: int, m: int, seed: int) -> tuple[torch.Tensor, torch.Tensor,
 
 @pytest.mark.parametrize("path", PATHS, ids=repr)
 @pytest.mark.parametrize(("n", "k"), [(96, 64), (40, 96), (16, 32), (80, 32), (3072, 576), (576, 1536)])
-@pytest.mark.parametrize("m", [1, 5, 16, 17, 33, 64])
+@pytest.mark.parametrize("m", [1, 5, 16, 17, 33, 64, 130])
 def test_bf16_matmul_is_x_times_the_dequantized_weight(path: BF16Path, n: int, k: int, m: int) -> None:
     usable(path)
     x, packed, ref = case(n, k, m, n + k + m)
     got = path.matmul(x, packed, n)
     assert got.shape == (m, n) and got.dtype == torch.float32
-    assert rel_err(got, ref) < BF16_TOLERANCE
+    assert rel_err(got, ref) < path.tolerance
     assert torch.equal(got, path.matmul(x, packed, n))  # deterministic
 
 
