@@ -111,7 +111,9 @@ async def test_worker_spans_join_the_generation_trace(
                     if s[2] == "generation" and gid in s[3].get("llm.generation_id", "")
                 ]
                 # this request's worker spans: Triton names the request id (the generation id) on
-                # its model span, whatever else the server was asked meanwhile
+                # its model span. The server traces more than this request: the supervisor sends a
+                # canary to a model silent for its probe interval (serving/probes.py), each canary
+                # a trace of its own, and a slow host has many silent intervals before and after
                 ours = [
                     s
                     for s in collector.spans
