@@ -85,7 +85,9 @@ class _Live(Stream):
 
     __slots__ = ("batch_tier", "check_turn", "held", "streaming")
 
-    def __init__(self, rid: str, request: Request, streaming: bool, batch_tier: bool, check_turn: int) -> None:
+    def __init__(
+        self, rid: str, request: Request, streaming: bool, batch_tier: bool, check_turn: int
+    ) -> None:
         super().__init__(rid, request)
         self.streaming = streaming
         self.batch_tier = batch_tier  # its stream may be coalesced
@@ -199,7 +201,8 @@ class WorkerAdapter:
         except Exception as e:  # the engine failed: this request ends here, the loop's guard does the rest
             self.outbox.end(request, refusal_message(Refusal.INTERNAL_ERROR, type(e).__name__))
             raise
-        live = self.live[rid] = _Live(rid, request, streaming, taken.tier is Tier.BATCH, self._admitted % CHECK_EVERY)
+        turn = self._admitted % CHECK_EVERY
+        live = self.live[rid] = _Live(rid, request, streaming, taken.tier is Tier.BATCH, turn)
         self._admitted += 1
         if streaming:
             self.outbox.send(live, admission_outputs(admitted), final=False)

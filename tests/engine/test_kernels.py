@@ -172,6 +172,32 @@ def test_paged_decode_attention_reads_each_context_through_its_block_table(
         torch.testing.assert_close(out[b], ref[0, :, 0], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(("hq", "hkv"), [(3, 3), (4, 2), (9, 3), (8, 2), (5, 1)])  # groups of 1-5 heads
+@pytest.mark.parametrize(("start", "n"), [(0, 21), (37, 8), (100, 3), (0, 1)])
+def test_a_prompt_chunks_rows_see_its_context_causally(
+    dtype: torch.dtype, hq: int, hkv: int, start: int, n: int
+) -> None:
+    """A prefill chunk's tokens are consecutive rows with the same block table, token i seeing
+    positions 0 .. start + i (AVX2 takes them up to 8 at a time: attention_block.h), beside a
+    decoding row; each row equals SDPA over exactly the keys it sees."""
+    gen = torch.Generator().manual_seed(start + n + hq)
+    bs = 16
+    kc, vc = (torch.randn(20, bs, hkv, 64, generator=gen).to(dtype) for _ in "kv")
+    chunk = torch.randperm(20, generator=gen)[:9]  # its blocks, in no order
+    other = torch.tensor([3, 11, 0, 0, 0, 0, 0, 0, 0])
+    tables = torch.stack([other, *[chunk] * n, other])  # a decode row on each side
+    lens = torch.tensor([25, *range(start + 1, start + n + 1), 30])
+    q = torch.randn(n + 2, hq, 64, generator=gen)
+    out = ops.paged_decode_attention(q, kc, vc, tables, lens)
+    for r in range(n + 2):
+        seen = int(lens[r])
+        keys = kc[tables[r]].reshape(-1, hkv, 64)[:seen].float().transpose(0, 1)[None]
+        vals = vc[tables[r]].reshape(-1, hkv, 64)[:seen].float().transpose(0, 1)[None]
+        ref = F.scaled_dot_product_attention(q[r][None, :, None], keys, vals, enable_gqa=True)
+        torch.testing.assert_close(out[r], ref[0, :, 0], rtol=1e-5, atol=1e-5)
+
+
 def test_paged_decode_attention_refuses_a_context_longer_than_its_table() -> None:
     kc, vc = cache_pair(4, 4, 1, 16, torch.float32)
     q, table = torch.randn(1, 2, 16), torch.tensor([[0, 1]])

@@ -263,7 +263,7 @@ def test_a_small_batch_never_coalesces_the_batch_tier() -> None:
     assert req.sent[1:] == [({"output_ids": [101 + n]}, n == 2) for n in range(3)]
 
 
-def test_while_coalescing_each_batch_stream_is_asked_about_cancellation_once_every_check_every_steps() -> None:
+def test_while_coalescing_each_batch_stream_is_asked_about_cancellation_every_check_every_steps() -> None:
     """Each ask is a round trip to tritonserver: while the batch tier is coalesced, a step asks about
     every interactive stream and a share of the batch-tier ones, each of those on its own turn."""
     adapter = make_adapter(coalesce_from=2)
