@@ -43,7 +43,7 @@ import queue
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from contracts.tier import Tier
@@ -237,13 +237,14 @@ class WorkerAdapter:
             self.engine.last_batch_tokens, checked - started, stepped - checked, responded - stepped
         )
 
-    def _to_check(self) -> list[_Live]:
-        """The streams to ask about cancellation during this step (module docstring)."""
+    def _to_check(self) -> Iterable[_Live]:
+        """The streams to ask about cancellation during this step (module docstring); the outbox
+        copies them as it posts the checks."""
         self._steps += 1
         if not self._coalescing:
-            return list(self.live.values())
+            return self.live.values()
         turn = self._steps % CHECK_EVERY
-        return [s for s in self.live.values() if not s.batch_tier or s.check_turn == turn]
+        return (s for s in self.live.values() if not s.batch_tier or s.check_turn == turn)
 
     def _respond(self, out: StepOutput) -> None:
         live = self.live.get(out.request_id)
