@@ -51,8 +51,6 @@ struct Job {
 // products); a step with few chunks of tiles (576 outputs: 9) is cut into two blocks at least, so
 // the pool's threads get work of even sizes.
 constexpr int64_t kRowBlock = 240;
-constexpr int64_t kMinItems = 16;  // work items a call aims for, at least
-constexpr int64_t kMinBlockRows = 24;
 
 constexpr int64_t kTiles = 4;  // weight tiles a chunk of work dequantizes together: 64 outputs
 // ... or 2 (32 outputs), where chunks of 4 would leave too few items for the threads: a decode batch
@@ -135,11 +133,10 @@ void run(const float* x, int64_t m, int64_t k, const uint8_t* packed, int64_t n,
   Pool::get().for_each(m, std::max<int64_t>(1, 16384 / k), [&](int64_t begin, int64_t end) {
     to_bf16(x + begin * k, end - begin, end - begin, k, xb.data() + begin * k);
   });
-  int64_t blocks = (m + kRowBlock - 1) / kRowBlock;
+  const int64_t blocks = (m + kRowBlock - 1) / kRowBlock;
   const bool narrow = !gate_up && blocks * ((tiles + kTiles - 1) / kTiles) < kMinItems;
   const int64_t width = narrow ? kNarrowTiles : kTiles, quads = (tiles + width - 1) / width;
-  if (blocks * quads < kMinItems) blocks = std::max(blocks, std::min((kMinItems + quads - 1) / quads, m / kMinBlockRows));
-  const int64_t block_rows = (m + blocks - 1) / blocks;
+  const int64_t block_rows = row_block_rows(m, quads, kRowBlock);
   const Job job{xb.data(), packed, y, m, k, n, tiles, k / kGroup * 320, quads, block_rows, gate_up};
   Pool::get().for_each((m + block_rows - 1) / block_rows * quads, 1, [&](int64_t begin, int64_t end) {
     if (narrow) run_items<kNarrowTiles>(job, begin, end);

@@ -27,8 +27,6 @@ namespace {
 
 constexpr int64_t kChunkTiles = 2;  // 32 outputs a work item
 constexpr int64_t kRowBlock = 120;  // rows of x a work item multiplies at most (20 slabs of 6)
-constexpr int64_t kMinItems = 16;   // work items a call aims for, at least (2 threads, even sizes)
-constexpr int64_t kMinBlockRows = 24;
 
 // Group g of one packed q4 tile (blk: its 320 bytes) -> dst [32 k][16 outputs] fp32. Word r of a
 // block's 64 bytes is output r; (word >> 4p) & 0x000F000F holds the codes of k = 8b + 2p, + 1.
@@ -83,9 +81,7 @@ bool fma_usable() { return true; }
 void q4_linear_fma(const float* x, int64_t m, int64_t k, const uint8_t* packed, int64_t n, float* y) {
   const int64_t tiles = (n + kTile - 1) / kTile, groups = k / kGroup, tile_bytes = groups * 320;
   const int64_t chunks = (tiles + kChunkTiles - 1) / kChunkTiles;
-  int64_t blocks = (m + kRowBlock - 1) / kRowBlock;
-  if (blocks * chunks < kMinItems) blocks = std::max(blocks, std::min((kMinItems + chunks - 1) / chunks, m / kMinBlockRows));
-  const int64_t block_rows = (m + blocks - 1) / blocks;
+  const int64_t block_rows = row_block_rows(m, chunks, kRowBlock);
   // item i: block i / chunks of rows against chunk i % chunks of tiles
   Pool::get().for_each((m + block_rows - 1) / block_rows * chunks, 1, [&](int64_t begin, int64_t end) {
     AlignedVector<float> b(kChunkTiles * k * kTile);

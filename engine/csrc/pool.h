@@ -12,6 +12,7 @@
 //            and-swap on claim_ that fails unless the job is still the one it copied
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -61,5 +62,20 @@ class Pool {
   std::mutex caller_;  // one caller at a time (the job slots are shared)
   std::vector<std::thread> helpers_;
 };
+
+// Work items a row-blocked matmul aims for, at least (2 threads, even sizes), and the fewest rows of
+// x a block of one is cut to for that.
+constexpr int64_t kMinItems = 16;
+constexpr int64_t kMinBlockRows = 24;
+
+// Rows of x one work item of a row-blocked matmul multiplies: at most `max_rows` (so x's block stays
+// in L2 while every chunk of weight tiles reads it), and fewer where `m` rows in such blocks would
+// give `chunks` chunks of tiles fewer than kMinItems items; each block then costs its chunks'
+// dequantization once more.
+inline int64_t row_block_rows(int64_t m, int64_t chunks, int64_t max_rows) {
+  int64_t blocks = (m + max_rows - 1) / max_rows;
+  if (blocks * chunks < kMinItems) blocks = std::max(blocks, std::min((kMinItems + chunks - 1) / chunks, m / kMinBlockRows));
+  return (m + blocks - 1) / blocks;
+}
 
 }  // namespace llm
