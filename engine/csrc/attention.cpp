@@ -66,35 +66,19 @@ inline void prefetch_row(const char* row) {
   for (int64_t line = 0; line < D64 * static_cast<int64_t>(sizeof(T)); line += 64) _mm_prefetch(row + line, _MM_HINT_T0);
 }
 
-#if LLM_AVX2
 template <int G, typename T>
 void scores_d64(const float* qs, const T* kp, const int64_t* row, int64_t bs, int64_t hkv, int64_t kvh,
                 int64_t ctx, float scale, float* scores) {
+#if LLM_AVX2
   alignas(32) float qsc[G * D64];  // the group's queries, scaled: read by the products below
   for (int64_t i = 0; i < G * D64; ++i) qsc[i] = qs[i] * scale;
-  for (int64_t p0 = 0; p0 < ctx; p0 += bs) {
-    const T* base = kp + (row[p0 / bs] * bs * hkv + kvh) * D64;
-    const char* next = p0 + bs < ctx ? reinterpret_cast<const char*>(kp + (row[p0 / bs + 1] * bs * hkv + kvh) * D64) : nullptr;
-    for (int64_t p = p0; p < std::min(ctx, p0 + bs); ++p) {
-      const T* k = base + (p - p0) * hkv * D64;
-      if (next) prefetch_row<T>(next + (p - p0) * hkv * D64 * sizeof(T));
-      simd::V kv[C64];
-      for (int64_t c = 0; c < C64; ++c) kv[c] = simd::load(k + c * simd::W);
-      for (int g = 0; g < G; ++g) {
-        simd::V acc = simd::mul(simd::load(qsc + g * D64), kv[0]);
-        for (int64_t c = 1; c < C64; ++c) acc = simd::fmadd(simd::load(qsc + g * D64 + c * simd::W), kv[c], acc);
-        scores[g * ctx + p] = simd::hsum(acc);
-      }
-    }
-  }
-}
+  const auto query = [&](int g, int64_t c) { return simd::load(qsc + g * D64 + c * simd::W); };
 #else
-template <int G, typename T>
-void scores_d64(const float* qs, const T* kp, const int64_t* row, int64_t bs, int64_t hkv, int64_t kvh,
-                int64_t ctx, float scale, float* scores) {
   simd::V qv[G][C64];
   for (int g = 0; g < G; ++g)
     for (int64_t c = 0; c < C64; ++c) qv[g][c] = simd::mul(simd::load(qs + g * D64 + c * simd::W), simd::set1(scale));
+  const auto query = [&](int g, int64_t c) { return qv[g][c]; };
+#endif
   for (int64_t p0 = 0; p0 < ctx; p0 += bs) {  // block by block: no division per position
     const T* base = kp + (row[p0 / bs] * bs * hkv + kvh) * D64;
     const char* next = p0 + bs < ctx ? reinterpret_cast<const char*>(kp + (row[p0 / bs + 1] * bs * hkv + kvh) * D64) : nullptr;
@@ -104,15 +88,13 @@ void scores_d64(const float* qs, const T* kp, const int64_t* row, int64_t bs, in
       simd::V kv[C64];
       for (int64_t c = 0; c < C64; ++c) kv[c] = simd::load(k + c * simd::W);
       for (int g = 0; g < G; ++g) {
-        simd::V acc = simd::mul(qv[g][0], kv[0]);
-        for (int64_t c = 1; c < C64; ++c) acc = simd::fmadd(qv[g][c], kv[c], acc);
+        simd::V acc = simd::mul(query(g, 0), kv[0]);
+        for (int64_t c = 1; c < C64; ++c) acc = simd::fmadd(query(g, c), kv[c], acc);
         scores[g * ctx + p] = simd::hsum(acc);
       }
     }
   }
 }
-
-#endif
 
 // Columns c0 .. c0 + Cols of the group's outputs (each a sum over the context in position order,
 // however many columns a pass makes).
