@@ -249,7 +249,7 @@ def main() -> int:
         hf_generate(hf, warm.prompt_ids, 4)
     runs: list[dict[str, Any]] = []
     slo = Objectives(args.ttft_slo, args.itl_slo)
-    for load, label, order in rounds(plan, wanted, args.rounds):
+    for load, label, number, order in rounds(plan, wanted, args.rounds):
         for target in order:
             t0 = time.perf_counter()
             if target == "platform":
@@ -267,6 +267,8 @@ def main() -> int:
                     {
                         "target": "platform-split/grpc",
                         "load": label,
+                        "base_load": load.label,
+                        "round": number,
                         "rate": load.rate,
                         "outcomes": grpc_half,
                     }
@@ -282,7 +284,16 @@ def main() -> int:
                 outcomes = run_transformers(subset, load, args, hf)
             else:
                 outcomes = PEERS[target].run(subset, load, args, warm)
-            runs.append({"target": target, "load": label, "rate": load.rate, "outcomes": outcomes})
+            runs.append(
+                {
+                    "target": target,
+                    "load": label,
+                    "base_load": load.label,
+                    "round": number,
+                    "rate": load.rate,
+                    "outcomes": outcomes,
+                }
+            )
             s = summarize(outcomes, slo)
             print(
                 f"{target} @ {label}: {s['completed']}/{s['requests']} served, "

@@ -109,16 +109,16 @@ def scope(n: int, baseline_n: int) -> str:
     )
 
 
-ROUND = ", round "  # bench/serve.py `rounds`: a load's label in its second and later rounds
-
-
-def rounds_summary(by_load: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
-    """Per load run in several rounds: each round's platform / baseline output tok/s, and the
-    median over the rounds (none when every load ran once)."""
+def rounds_summary(runs: list[dict[str, Any]]) -> list[str]:
+    """Per load run in several rounds (bench/workload.py `rounds`: a run's "round" is 1..n, 0 when
+    its load ran once): each round's platform / baseline output tok/s, and the median over the
+    rounds (none when every load ran once)."""
+    by_round: dict[tuple[str, int], dict[str, dict[str, Any]]] = {}
+    for r in runs:
+        if r.get("round", 0) > 0:
+            by_round.setdefault((r["base_load"], r["round"]), {})[r["target"]] = r["summary"]
     ratios: dict[tuple[str, str], list[float]] = {}
-    for label, summaries in by_load.items():
-        if ROUND not in label:
-            continue
+    for (load, _), summaries in sorted(by_round.items(), key=lambda item: item[0][1]):
         ref = next((t for t in ("platform", "platform-process") if t in summaries), None)
         if ref is None:
             continue
@@ -126,7 +126,7 @@ def rounds_summary(by_load: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
         for base, summary in summaries.items():
             theirs = figure(summary, ("output_tok_per_s",))
             if base != ref and ours is not None and theirs:
-                ratios.setdefault((label.split(ROUND)[0], f"{ref} / {base}"), []).append(ours / theirs)
+                ratios.setdefault((load, f"{ref} / {base}"), []).append(ours / theirs)
     lines = []
     for (load, pair), values in ratios.items():
         each, median = ", ".join(f"{v:.2f}x" for v in values), statistics.median(values)
@@ -159,7 +159,7 @@ def write_report(
     ]
     for label, summaries in by_load.items():
         lines += load_table(label, summaries)
-    lines += rounds_summary(by_load)
+    lines += rounds_summary(runs)
     rated = [r for r in runs if r["rate"] is not None]
     plots = plot_cdfs(runs, args.out, stem)
     if len({r["rate"] for r in rated}) > 1:
@@ -179,6 +179,7 @@ def write_report(
             {
                 "target": r["target"],
                 "load": r["load"],
+                "round": r.get("round", 0),
                 "summary": r["summary"],
                 "per_request": request_rows(r["outcomes"]),
             }

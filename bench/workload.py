@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import NamedTuple
 
 PREFIX_TOKENS = 256  # length of each shared system prefix
 KINDS = ("interactive", "document")  # RequestSpec.kind
@@ -138,7 +139,17 @@ def loads(mix: Mix, n: int, rates: list[float], concurrency: int | None) -> list
     return [Load(concurrency=1)] if mix.one_at_a_time else [Load(rate=1.0)]
 
 
-def rounds(plan: list[Load], targets: list[str], n: int) -> list[tuple[Load, str, list[str]]]:
+class Round(NamedTuple):
+    """One run of a load: its label, its round (1..n; 0 when the load runs once) and the targets'
+    order."""
+
+    load: Load
+    label: str
+    number: int
+    order: list[str]
+
+
+def rounds(plan: list[Load], targets: list[str], n: int) -> list[Round]:
     """Each load n times, its label naming the round when n > 1, the targets in the given order in
     odd rounds and reversed in even ones: a machine whose speed drifts over minutes then favours no
     target in the median ratio (bench/serve_report.py `rounds_summary`)."""
@@ -146,5 +157,6 @@ def rounds(plan: list[Load], targets: list[str], n: int) -> list[tuple[Load, str
     for load in plan:
         for r in range(n):
             label = load.label if n == 1 else f"{load.label}, round {r + 1}"
-            out.append((load, label, list(targets) if r % 2 == 0 else targets[::-1]))
+            order = list(targets) if r % 2 == 0 else targets[::-1]
+            out.append(Round(load, label, 0 if n == 1 else r + 1, order))
     return out

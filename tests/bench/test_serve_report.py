@@ -93,13 +93,13 @@ def test_rounds_reverse_the_targets_every_other_round_and_name_each_round() -> N
     from bench.workload import Load, rounds
 
     load = Load(concurrency=64)
-    assert [(label, order) for _, label, order in rounds([load], ["platform-process", "vllm"], 1)] == [
-        ("concurrency 64", ["platform-process", "vllm"])
+    assert [(r.label, r.number, r.order) for r in rounds([load], ["platform-process", "vllm"], 1)] == [
+        ("concurrency 64", 0, ["platform-process", "vllm"])
     ]
-    assert [(label, order) for _, label, order in rounds([load], ["platform-process", "vllm"], 3)] == [
-        ("concurrency 64, round 1", ["platform-process", "vllm"]),
-        ("concurrency 64, round 2", ["vllm", "platform-process"]),
-        ("concurrency 64, round 3", ["platform-process", "vllm"]),
+    assert [(r.label, r.number, r.order) for r in rounds([load], ["platform-process", "vllm"], 3)] == [
+        ("concurrency 64, round 1", 1, ["platform-process", "vllm"]),
+        ("concurrency 64, round 2", 2, ["vllm", "platform-process"]),
+        ("concurrency 64, round 3", 3, ["platform-process", "vllm"]),
     ]
 
 
@@ -109,15 +109,25 @@ def test_the_rounds_summary_gives_each_round_s_throughput_ratio_and_their_median
     def tok(rate: float) -> dict[str, object]:
         return {"output_tok_per_s": rate}
 
-    by_load = {
-        "concurrency 64, round 1": {"platform-process": tok(440.0), "vllm": tok(400.0)},
-        "concurrency 64, round 2": {"vllm": tok(500.0), "platform-process": tok(450.0)},
-        "concurrency 64, round 3": {"platform-process": tok(420.0), "vllm": tok(400.0)},
-    }
-    assert rounds_summary(by_load) == [
+    def run(target: str, number: int, rate: float, load: str = "concurrency 64") -> dict[str, object]:
+        label = f"{load}, round {number}" if number else load
+        return {"target": target, "load": label, "base_load": load, "round": number, "summary": tok(rate)}
+
+    runs = [  # the order bench/serve.py runs them in: the targets reversed every other round
+        run("platform-process", 1, 440.0),
+        run("vllm", 1, 400.0),
+        run("vllm", 2, 500.0),
+        run("platform-process", 2, 450.0),
+        run("platform-process", 3, 420.0),
+        run("vllm", 3, 400.0),
+    ]
+    assert rounds_summary(runs) == [
         "Output tok/s platform-process / vllm @ concurrency 64 over 3 rounds: 1.10x, 0.90x, 1.05x; "
         "median 1.05x",
         "",
     ]
-    # one round (the labels name none): no summary
-    assert rounds_summary({"concurrency 64": by_load["concurrency 64, round 1"]}) == []
+    # a load whose label happens to contain ", round " but ran once: no summary
+    assert (
+        rounds_summary([run("platform-process", 0, 440.0, "x, round y"), run("vllm", 0, 400.0, "x, round y")])
+        == []
+    )
