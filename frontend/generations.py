@@ -135,9 +135,23 @@ class GenerationManager:
     ) -> LiveGeneration:
         """Admits the request (QUEUED) and starts its run, or attaches to the generation its request
         id already names. `received`: (time_ns, monotonic s) it arrived, for its trace."""
-        received_ns, received_s = received or (time.time_ns(), time.monotonic())
         if self.draining:
             raise draining()
+        self.live.admitting += 1  # counted before the first await: a drain beginning meanwhile waits
+        try:
+            return await self._start(tenant, req, version, prompt_ids, received)
+        finally:
+            self.live.admitting -= 1
+
+    async def _start(
+        self,
+        tenant: Tenant,
+        req: ValidatedRequest,
+        version: ServedVersion,
+        prompt_ids: tuple[int, ...],
+        received: tuple[int, float] | None,
+    ) -> LiveGeneration:
+        received_ns, received_s = received or (time.time_ns(), time.monotonic())
         if not self.store_probe.available:  # refused at once, not after the store's timeout
             raise store_unavailable()
         self.live.forget_expired()

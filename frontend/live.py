@@ -50,6 +50,7 @@ class LiveRegistry:
         self.retain_s = retain_s
         self._live: dict[str, LiveGeneration] = {}
         self.relays = 0  # client streams this frontend passes on from the frontends running them
+        self.admitting = 0  # Generate calls past the drain check, not yet added (their admission)
 
     def add(self, live: LiveGeneration) -> None:
         self._live[live.generation_id] = live
@@ -104,11 +105,11 @@ class LiveRegistry:
                 del self._live[gid]
 
     def idle(self) -> bool:
-        """No run is going on, no client follows one (here, or through this frontend's relay of
-        another frontend's run), and every ended one was delivered to the end or left unfollowed
-        for the grace period (a client that lost its stream may come back, through any frontend,
-        within it)."""
-        if self.relays > 0:
+        """No run is going on or being admitted, no client follows one (here, or through this
+        frontend's relay of another frontend's run), and every ended one was delivered to the end
+        or left unfollowed for the grace period (a client that lost its stream may come back,
+        through any frontend, within it)."""
+        if self.relays > 0 or self.admitting > 0:
             return False
         now = asyncio.get_running_loop().time()
         for g in self._live.values():
