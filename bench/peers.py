@@ -7,7 +7,10 @@ it, warm it up with one request, drive the load, stop it).
     vllm               vLLM's OpenAI server over HTTP, batching (bench/vllm_peer.py)
 
 A peer whose environment is missing is skipped with the reason (`make bench-deps` installs them).
-Each peer's own output goes to <out>/<peer>.log; none of them logs prompts or outputs.
+Each peer's own output goes to <out>/<peer>.log; none of them logs prompts or outputs. Its peak
+memory over the load is sampled as the platform's is (bench/pss.py), so both pay the same sampling
+cost (reading smaps_rollup every 0.5 s: about 1.5% of the 2 cores at the offline load) and the
+report has both figures.
 """
 
 from __future__ import annotations
@@ -22,10 +25,11 @@ from bench import llamacpp, vllm_peer
 from bench.completions import CompletionsTarget
 from bench.driver import Job, Target, drive
 from bench.metrics import Outcome
+from bench.pss import PeakPss, memory_note
 from bench.server_process import LoopbackServer
 from bench.workload import Load
 
-Run = Callable[[list[Job], Load, argparse.Namespace, Job], list[Outcome]]
+Run = Callable[[list[Job], Load, argparse.Namespace, Job, list[str]], list[Outcome]]
 Runner = Callable[[CompletionsTarget], list[Outcome]]
 
 
@@ -34,6 +38,11 @@ def warm_and_drive(
 ) -> list[Outcome]:
     asyncio.run(target.generate(warm_up, Outcome(-1, "warm-up", 0.0, warm_up.spec.output_tokens)))
     return asyncio.run(drive(target, jobs, load, args.seed, args.timeout))
+
+
+def driver(jobs: list[Job], load: Load, args: argparse.Namespace, warm_up: Job) -> Runner:
+    """warm_and_drive of the load, against whatever target a server's client is."""
+    return lambda target: warm_and_drive(target, jobs, load, args, warm_up)
 
 
 def gguf() -> Path:
@@ -52,36 +61,65 @@ def artifact() -> Path | None:
         return None
 
 
-def run_llamacpp(jobs: list[Job], load: Load, args: argparse.Namespace, warm_up: Job) -> list[Outcome]:
+def sampled(pid: int, who: str, notes: list[str], run: Callable[[], list[Outcome]]) -> list[Outcome]:
+    """run() while the peak memory of `pid`'s process tree is sampled; its note goes to notes."""
+    with PeakPss(pid) as peak:
+        outcomes = run()
+    notes.append(memory_note(who, peak))
+    print(notes[-1], flush=True)
+    return outcomes
+
+
+def run_llamacpp(
+    jobs: list[Job], load: Load, args: argparse.Namespace, warm_up: Job, notes: list[str]
+) -> list[Outcome]:
     with llamacpp.InProcessLlamaCpp(gguf(), args.out / "llama.cpp.log") as target:
-        return warm_and_drive(target, jobs, load, args, warm_up)
+        assert target.proc is not None
+        return sampled(
+            target.proc.pid,
+            f"llama.cpp @ {load.label}",
+            notes,
+            lambda: warm_and_drive(target, jobs, load, args, warm_up),
+        )
 
 
 def run_http(
-    server: LoopbackServer, target: Callable[[str], CompletionsTarget], run: Runner
+    server: LoopbackServer,
+    target: Callable[[str], CompletionsTarget],
+    run: Runner,
+    notes: list[str] | None = None,
+    label: str = "",
 ) -> list[Outcome]:
-    """Runs `run` against the server's target; the server is stopped before the target's client
-    threads are joined, so that an interrupted run does not wait for its streams to end."""
+    """Runs `run` against the server's target (with notes: its tree's peak memory sampled, noted as
+    `<server> @ <label>`); the server is stopped before the target's client threads are joined, so
+    that an interrupted run does not wait for its streams to end."""
     client = None
     try:
         with server:
             client = target(server.url)
-            return run(client)
+            if notes is None or server.proc is None:
+                return run(client)
+            ready = client
+            return sampled(server.proc.pid, f"{server.name} @ {label}", notes, lambda: run(ready))
     finally:
         if client is not None:
             client.close()
 
 
-def run_llamacpp_server(jobs: list[Job], load: Load, args: argparse.Namespace, warm_up: Job) -> list[Outcome]:
+def run_llamacpp_server(
+    jobs: list[Job], load: Load, args: argparse.Namespace, warm_up: Job, notes: list[str]
+) -> list[Outcome]:
     server = llamacpp.server(gguf(), args.out / "llama.cpp-server.log")
-    return run_http(server, llamacpp.server_target, lambda t: warm_and_drive(t, jobs, load, args, warm_up))
+    return run_http(server, llamacpp.server_target, driver(jobs, load, args, warm_up), notes, load.label)
 
 
-def run_vllm(jobs: list[Job], load: Load, args: argparse.Namespace, warm_up: Job) -> list[Outcome]:
+def run_vllm(
+    jobs: list[Job], load: Load, args: argparse.Namespace, warm_up: Job, notes: list[str]
+) -> list[Outcome]:
     folder = artifact()
     assert folder is not None  # checked by why_not before any run
     server = vllm_peer.server(folder, args.out / "vllm.log", args.vllm_dtype)
-    return run_http(server, vllm_peer.target, lambda t: warm_and_drive(t, jobs, load, args, warm_up))
+    return run_http(server, vllm_peer.target, driver(jobs, load, args, warm_up), notes, load.label)
 
 
 @dataclass(slots=True, frozen=True)

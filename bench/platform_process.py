@@ -24,7 +24,7 @@ import grpc
 from bench.driver import Job, drive
 from bench.fleet import toml
 from bench.metrics import Outcome
-from bench.pss import PeakPss
+from bench.pss import PeakPss, memory_note
 from bench.serve_setup import KEYS, MODEL, run_doc
 from bench.server_process import LoopbackServer, free_port
 from bench.targets import PlatformTarget
@@ -53,10 +53,7 @@ def run_platform_process(
             assert server.proc is not None
             with PeakPss(server.proc.pid) as peak:
                 outcomes = asyncio.run(_drive(listen, jobs, load, args, warm_up))
-    notes.append(
-        f"platform-process @ {load.label}: peak memory {peak.mib:.0f} MiB (PSS of the platform's "
-        f"process tree: {peak.breakdown()})"
-    )
+    notes.append(memory_note(f"platform-process @ {load.label}", peak, "the platform's"))
     print(notes[-1], flush=True)
     return outcomes
 

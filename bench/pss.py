@@ -88,3 +88,8 @@ class PeakPss:
         """ "name 123 MiB, ..." of the peak sample, largest first."""
         parts = sorted(self.parts.items(), key=lambda kv: -kv[1])
         return ", ".join(f"{name} {b / (1 << 20):.0f} MiB" for name, b in parts)
+
+
+def memory_note(who: str, peak: PeakPss, tree: str = "its") -> str:
+    """The report's note of a target's peak memory over one load."""
+    return f"{who}: peak memory {peak.mib:.0f} MiB (PSS of {tree} process tree: {peak.breakdown()})"

@@ -283,7 +283,7 @@ def main() -> int:
             elif target == "transformers":
                 outcomes = run_transformers(subset, load, args, hf)
             else:
-                outcomes = PEERS[target].run(subset, load, args, warm)
+                outcomes = PEERS[target].run(subset, load, args, warm, notes)
             runs.append(
                 {
                     "target": target,

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from bench.metrics import Outcome
@@ -65,3 +70,29 @@ def test_an_interrupted_http_run_stops_the_server_before_joining_its_client() ->
         "server stopped",
         "client closed",
     ]
+
+
+class ProcessRecorder(Recorder):
+    """A Recorder whose server is a real process, as a LoopbackServer's is."""
+
+    name = "sleeper"
+
+    def __enter__(self) -> ProcessRecorder:
+        code = "import time; print('ready', flush=True); time.sleep(600)"
+        self.proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None and self.proc.stdout.readline() == "ready\n"  # started
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.kill()
+        self.proc.communicate()
+
+
+def test_a_peer_served_over_http_has_its_process_tree_s_peak_memory_noted() -> None:
+    """Its memory is sampled as the platform's is: the same sampling cost, and a figure beside it."""
+    rec, notes = ProcessRecorder(), list[str]()
+    run_http(rec, rec.target, lambda _: [], notes, "offline")  # type: ignore[arg-type]
+    comm = Path(f"/proc/{os.getpid()}/comm").read_text().strip()  # the server's name: same executable
+    assert len(notes) == 1 and notes[0].startswith("sleeper @ offline: peak memory "), notes
+    mib = int(notes[0].removeprefix("sleeper @ offline: peak memory ").split(" MiB")[0])
+    assert mib > 0 and f"PSS of its process tree: {comm} " in notes[0]
