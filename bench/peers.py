@@ -8,9 +8,8 @@ it, warm it up with one request, drive the load, stop it).
 
 A peer whose environment is missing is skipped with the reason (`make bench-deps` installs them).
 Each peer's own output goes to <out>/<peer>.log; none of them logs prompts or outputs. Its peak
-memory over the load is sampled as the platform's is (bench/pss.py), so both pay the same sampling
-cost (reading smaps_rollup every 0.5 s: about 1.5% of the 2 cores at the offline load) and the
-report has both figures.
+memory over the load is sampled as the platform's is (bench/pss.py): each pays a sampling cost
+(a few tenths of a percent of the 2 cores) and the report has both figures.
 """
 
 from __future__ import annotations
