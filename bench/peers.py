@@ -18,6 +18,7 @@ import argparse
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from bench import llamacpp, vllm_peer
@@ -98,8 +99,7 @@ def run_http(
             client = target(server.url)
             if notes is None or server.proc is None:
                 return run(client)
-            ready = client
-            return sampled(server.proc.pid, f"{server.name} @ {label}", notes, lambda: run(ready))
+            return sampled(server.proc.pid, f"{server.name} @ {label}", notes, partial(run, client))
     finally:
         if client is not None:
             client.close()

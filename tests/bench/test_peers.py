@@ -78,14 +78,15 @@ class ProcessRecorder(Recorder):
     name = "sleeper"
 
     def __enter__(self) -> ProcessRecorder:
-        code = "import time; print('ready', flush=True); time.sleep(600)"
-        self.proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+        code = "import sys; print('ready', flush=True); sys.stdin.read()"  # lives until stdin closes
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
         assert self.proc.stdout is not None and self.proc.stdout.readline() == "ready\n"  # started
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.proc.kill()
-        self.proc.communicate()
+        self.proc.communicate()  # closes its stdin: it exits
 
 
 def test_a_peer_served_over_http_has_its_process_tree_s_peak_memory_noted() -> None:
