@@ -103,6 +103,7 @@ inline V max(V a, V b) { return _mm512_max_ps(a, b); }
 inline V round(V a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 inline V pow2(V p, V n) { return _mm512_scalef_ps(p, n); }  // p * 2^n
 inline float hsum(V v) { return _mm512_reduce_add_ps(v); }
+inline float hmax(V v) { return _mm512_reduce_max_ps(v); }
 #else
 constexpr int64_t W = 8;
 using V = __m256;
@@ -131,6 +132,11 @@ inline float hsum(V v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+inline float hmax(V v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
 }
 #endif
 

@@ -179,7 +179,7 @@ def test_a_prompt_chunks_rows_see_its_context_causally(
     dtype: torch.dtype, hq: int, hkv: int, start: int, n: int
 ) -> None:
     """A prefill chunk's tokens are consecutive rows with the same block table, token i seeing
-    positions 0 .. start + i (AVX2 takes them up to 8 at a time: attention_block.h), beside a
+    positions 0 .. start + i, beside a
     decoding row; each row equals SDPA over exactly the keys it sees."""
     gen = torch.Generator().manual_seed(start + n + hq)
     bs = 16
