@@ -165,12 +165,21 @@ bool amx_usable() {
 
 namespace {
 void run(const float* x, int64_t m, int64_t k, const uint8_t* packed, int64_t n, float* y, bool gate_up) {
-  const int64_t m16 = (m + 15) / 16 * 16, tiles = (n + kTile - 1) / kTile;
+  const int64_t m16 = (m + 15) / 16 * 16, tiles = (n + kTile - 1) / kTile, pairs = (tiles + 1) / 2;
   AlignedVector<uint16_t> xb(m16 * k);
-  to_bf16(x, m, m16, k, xb.data());
+  // x to bf16, from 128 rows on every thread, 32 rows an item: on one, a 512-row prefill's
+  // [512, 1536] down projection input took a tenth of the call while the other core waited
+  if (m < 128) to_bf16(x, m, m16, k, xb.data());
+  else
+    Pool::get().for_each(m16 / 16, 2, [&](int64_t begin, int64_t end) {
+      const int64_t r0 = begin * 16;  // < m: only the last 16 rows pad
+      to_bf16(x + r0 * k, std::min(end * 16, m) - r0, end * 16 - r0, k, xb.data() + r0 * k);
+    });
   const Job job{xb.data(), packed, y, m, m16, k, n, tiles, k / kGroup * 320, gate_up};
-  // chunks of 4 pairs (128 output channels): the tile configuration is loaded once a chunk
-  Pool::get().for_each((tiles + 1) / 2, 4, [&](int64_t begin, int64_t end) { run_pairs(job, begin, end); });
+  // chunks of up to 4 pairs (128 output channels; the tile configuration is loaded once a chunk),
+  // one pair where a layer has few: 576 outputs are 18 pairs, which in fours left one core a
+  // third more work than the other
+  Pool::get().for_each(pairs, std::clamp<int64_t>(pairs / 16, 1, 4), [&](int64_t begin, int64_t end) { run_pairs(job, begin, end); });
 }
 }  // namespace
 
