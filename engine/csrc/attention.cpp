@@ -67,8 +67,8 @@ inline void prefetch_row(const char* row) {
 }
 
 template <int G, typename T>
-void scores_d64(const float* qs, const T* kp, const int64_t* row, int64_t bs, int64_t hkv, int64_t kvh,
-                int64_t ctx, float scale, float* scores) {
+void scores_d64(const float* qs, const T* kp, const T* vp, const int64_t* row, int64_t bs, int64_t hkv,
+                int64_t kvh, int64_t ctx, float scale, float* scores) {
 #if LLM_AVX2
   alignas(32) float qsc[G * D64];  // the group's queries, scaled: read by the products below
   for (int64_t i = 0; i < G * D64; ++i) qsc[i] = qs[i] * scale;
@@ -81,10 +81,14 @@ void scores_d64(const float* qs, const T* kp, const int64_t* row, int64_t bs, in
 #endif
   for (int64_t p0 = 0; p0 < ctx; p0 += bs) {  // block by block: no division per position
     const T* base = kp + (row[p0 / bs] * bs * hkv + kvh) * D64;
+    const T* vbase = vp + (row[p0 / bs] * bs * hkv + kvh) * D64;
     const char* next = p0 + bs < ctx ? reinterpret_cast<const char*>(kp + (row[p0 / bs + 1] * bs * hkv + kvh) * D64) : nullptr;
     for (int64_t p = p0; p < std::min(ctx, p0 + bs); ++p) {
       const T* k = base + (p - p0) * hkv * D64;
       if (next) prefetch_row<T>(next + (p - p0) * hkv * D64 * sizeof(T));
+      // this position's value row too, for the pass after the softmax: then it reads from cache
+      // (30 layers at batch 64 and 192 positions from DRAM: 17-18.5 -> 14-16 ms, Sapphire Rapids)
+      prefetch_row<T>(reinterpret_cast<const char*>(vbase + (p - p0) * hkv * D64));
       simd::V kv[C64];
       for (int64_t c = 0; c < C64; ++c) kv[c] = simd::load(k + c * simd::W);
       for (int g = 0; g < G; ++g) {
@@ -132,14 +136,14 @@ void weighted_values_d64(const float* scores, const T* vp, const int64_t* row, i
 
 // True when the fast path ran the group's scores (then `values` runs its output the same way).
 template <typename T>
-bool scores_fast(int64_t d, int64_t groupsz, const float* qs, const T* kp, const int64_t* row, int64_t bs,
-                 int64_t hkv, int64_t kvh, int64_t ctx, float scale, float* scores) {
+bool scores_fast(int64_t d, int64_t groupsz, const float* qs, const T* kp, const T* vp, const int64_t* row,
+                 int64_t bs, int64_t hkv, int64_t kvh, int64_t ctx, float scale, float* scores) {
   if (d != D64) return false;
   switch (groupsz) {
-    case 1: scores_d64<1>(qs, kp, row, bs, hkv, kvh, ctx, scale, scores); return true;
-    case 2: scores_d64<2>(qs, kp, row, bs, hkv, kvh, ctx, scale, scores); return true;
-    case 3: scores_d64<3>(qs, kp, row, bs, hkv, kvh, ctx, scale, scores); return true;
-    case 4: scores_d64<4>(qs, kp, row, bs, hkv, kvh, ctx, scale, scores); return true;
+    case 1: scores_d64<1>(qs, kp, vp, row, bs, hkv, kvh, ctx, scale, scores); return true;
+    case 2: scores_d64<2>(qs, kp, vp, row, bs, hkv, kvh, ctx, scale, scores); return true;
+    case 3: scores_d64<3>(qs, kp, vp, row, bs, hkv, kvh, ctx, scale, scores); return true;
+    case 4: scores_d64<4>(qs, kp, vp, row, bs, hkv, kvh, ctx, scale, scores); return true;
     default: return false;
   }
 }
@@ -180,7 +184,7 @@ void decode_impl(const at::Tensor& q, const at::Tensor& kc, const at::Tensor& vc
       const int64_t* row = tab + seq * width;  // the sequence's block table
       bool fast = false;
 #if LLM_SIMD
-      fast = scores_fast(d, groupsz, qs, kp, row, bs, hkv, kvh, ctx, scale, scores.data());
+      fast = scores_fast(d, groupsz, qs, kp, vp, row, bs, hkv, kvh, ctx, scale, scores.data());
 #endif
       for (int64_t p = 0; p < ctx && !fast; ++p) {
         const int64_t slot = tab[seq * width + p / bs] * bs + p % bs;
