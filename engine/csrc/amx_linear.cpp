@@ -105,19 +105,32 @@ void store_silu(float* y, int64_t m, int64_t width, int64_t r0, int64_t c0, bool
   }
 }
 
-// One chunk: pairs of weight tiles [begin, end) against every row
+// Part i of 2 x groups of a pair's dequantization into buf: tile i / groups, group i % groups (an odd
+// last tile's second half is zeros: B tile 7 multiplies them, and its columns are clipped)
+void dequant_part(const Job& j, int64_t pair, int64_t i, uint16_t* buf) {
+  const int64_t groups = j.k / kGroup, t = i / groups, g = i % groups;
+  const int64_t t0 = j.gate_up ? pair : 2 * pair, nt = j.gate_up ? 2 : std::min<int64_t>(2, j.tiles - t0);
+  const int64_t step = j.gate_up ? j.tiles / 2 : 1;  // from the pair's first tile to its second
+  if (t < nt) dequant_group(j.packed + (t0 + t * step) * j.tile_bytes + g * 320, buf + (g * 2 + t) * 512);
+  else std::memset(buf + (g * 2 + 1) * 512, 0, kPairBytes);
+}
+
+// One chunk: pairs of weight tiles [begin, end) against every row. The next pair is dequantized
+// (on the vector units) in slices between this pair's tile products (on the AMX unit), so the two
+// overlap: one core, 64 x 576 rows against 3072 outputs 0.41-0.43 -> 0.34 ms, 32 rows 0.29 -> 0.26,
+// 512 rows 3% (a standalone loop, 2026-12-05, Sapphire Rapids).
 void run_pairs(const Job& j, int64_t begin, int64_t end) {
-  const int64_t groups = j.k / kGroup, stride = j.k * 2;
-  AlignedVector<uint16_t> bbuf(groups * 2 * kPairBytes / 2);
+  const int64_t groups = j.k / kGroup, stride = j.k * 2, parts = 2 * groups;
+  const int64_t iters = (j.m16 + 31) / 32 * groups;  // tile steps a pair
+  AlignedVector<uint16_t> bufs(2 * groups * 2 * kPairBytes / 2);  // this pair's and the next's
+  uint16_t* const buf[2] = {bufs.data(), bufs.data() + groups * kPairBytes};
   load_tile_config();
+  for (int64_t i = 0; i < parts; ++i) dequant_part(j, begin, i, buf[0]);
   for (int64_t pair = begin; pair < end; ++pair) {
-    const int64_t t0 = j.gate_up ? pair : 2 * pair, nt = j.gate_up ? 2 : std::min<int64_t>(2, j.tiles - t0);
-    const int64_t step = j.gate_up ? j.tiles / 2 : 1;  // from the pair's first tile to its second
-    for (int64_t t = 0; t < nt; ++t)
-      for (int64_t g = 0; g < groups; ++g)
-        dequant_group(j.packed + (t0 + t * step) * j.tile_bytes + g * 320, bbuf.data() + (g * 2 + t) * 512);
-    if (nt == 1)  // an odd last tile: B tile 7 multiplies zeros, its columns are clipped
-      for (int64_t g = 0; g < groups; ++g) std::memset(bbuf.data() + (g * 2 + 1) * 512, 0, kPairBytes);
+    const int64_t t0 = j.gate_up ? pair : 2 * pair;
+    const uint16_t* bbuf = buf[(pair - begin) & 1];
+    uint16_t* next = pair + 1 < end ? buf[(pair - begin + 1) & 1] : nullptr;
+    int64_t done = 0, it = 0;  // the next pair's parts dequantized; tile steps taken
     for (int64_t m0 = 0; m0 < j.m16; m0 += 32) {
       const bool two = m0 + 16 < j.m16;  // a second block of 16 rows
       _tile_zero(0);
@@ -125,7 +138,7 @@ void run_pairs(const Job& j, int64_t begin, int64_t end) {
       _tile_zero(2);
       _tile_zero(3);
       for (int64_t g = 0; g < groups; ++g) {
-        const uint16_t* b = bbuf.data() + g * 2 * 512;
+        const uint16_t* b = bbuf + g * 2 * 512;
         const uint16_t* a = j.x + m0 * j.k + g * kGroup;
         _tile_loadd(4, a, stride);
         _tile_loadd(6, b, 64);
@@ -137,6 +150,9 @@ void run_pairs(const Job& j, int64_t begin, int64_t end) {
           _tile_dpbf16ps(2, 5, 6);
           _tile_dpbf16ps(3, 5, 7);
         }
+        if (next)  // the next pair's share of parts by this step
+          for (const int64_t target = (++it * parts + iters - 1) / iters; done < target; ++done)
+            dequant_part(j, pair + 1, done, next);
       }
       if (j.gate_up) {
         store_silu(j.y, j.m, j.n / 2, m0, pair * kTile, two);
