@@ -60,10 +60,11 @@ void rope_store_impl(const at::Tensor& qkv, const at::Tensor& cos, const at::Ten
 // columns of each value row.
 constexpr int64_t D64 = 64, C64 = D64 / simd::W;
 
-// One head's row (D64 values) of the next block into the caches, a row per position of this one.
-template <typename T>
+// One head's row (D64 values) into the caches: L1 by default, or L2 (_MM_HINT_T1), which on a
+// 2-core Zen 4 lets more of the scores pass's misses be in flight at once (below).
+template <typename T, _mm_hint Hint = _MM_HINT_T0>
 inline void prefetch_row(const char* row) {
-  for (int64_t line = 0; line < D64 * static_cast<int64_t>(sizeof(T)); line += 64) _mm_prefetch(row + line, _MM_HINT_T0);
+  for (int64_t line = 0; line < D64 * static_cast<int64_t>(sizeof(T)); line += 64) _mm_prefetch(row + line, Hint);
 }
 
 template <int G, typename T>
@@ -85,10 +86,12 @@ void scores_d64(const float* qs, const T* kp, const T* vp, const int64_t* row, i
     const char* next = p0 + bs < ctx ? reinterpret_cast<const char*>(kp + (row[p0 / bs + 1] * bs * hkv + kvh) * D64) : nullptr;
     for (int64_t p = p0; p < std::min(ctx, p0 + bs); ++p) {
       const T* k = base + (p - p0) * hkv * D64;
-      if (next) prefetch_row<T>(next + (p - p0) * hkv * D64 * sizeof(T));
-      // this position's value row too, for the pass after the softmax: then it reads from cache
-      // (30 layers at batch 64 and 192 positions from DRAM: 17-18.5 -> 14-16 ms, Sapphire Rapids)
-      prefetch_row<T>(reinterpret_cast<const char*>(vbase + (p - p0) * hkv * D64));
+      // The next block's key row and this position's value row (for the pass after the softmax,
+      // which then reads from cache: 30 layers at batch 64 and 192 positions from DRAM, 17-18.5 ->
+      // 14-16 ms on Sapphire Rapids), both into L2: L1's few miss buffers held the prefetches back
+      // (the same on 2 Zen 4 cores, best of 3 alternating runs: 16.1-17.9 -> 12.6-13.2 ms).
+      if (next) prefetch_row<T, _MM_HINT_T1>(next + (p - p0) * hkv * D64 * sizeof(T));
+      prefetch_row<T, _MM_HINT_T1>(reinterpret_cast<const char*>(vbase + (p - p0) * hkv * D64));
       simd::V kv[C64];
       for (int64_t c = 0; c < C64; ++c) kv[c] = simd::load(k + c * simd::W);
       for (int g = 0; g < G; ++g) {
