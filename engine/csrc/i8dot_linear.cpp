@@ -76,7 +76,7 @@ void tile_rows(const uint8_t* tile, int64_t groups, const Acts8& a, int64_t m0, 
   const __m512i nibbles = _mm512_set1_epi32(0x0F0F0F0F);
   for (int64_t g = 0; g < groups; ++g) {
     const uint8_t* blk = tile + g * 320;
-    for (int l = 0; l < 320; l += 64) _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch + l), _MM_HINT_T0);
+    for (int l = 0; l < 320; l += 64) _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch + l), _MM_HINT_T1);
     __m512i acc[MN][P];
     for (int m = 0; m < MN; ++m) {
       acc[m][0] = _mm512_set1_epi32(a.shift[(m0 + m) * groups + g]);

@@ -37,7 +37,7 @@ void q4_tile2(const uint8_t* tile, int64_t groups, const Acts& a, int64_t m0, in
   const __m256i nibbles = _mm256_set1_epi32(0x000F000F);
   for (int64_t g = 0; g < groups; ++g) {
     const uint8_t* blk = tile + g * 320;
-    for (int l = 0; l < 320; l += 64) _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch + l), _MM_HINT_T0);
+    for (int l = 0; l < 320; l += 64) _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch + l), _MM_HINT_T1);
     // Up to 2 rows: both halves under one broadcast of x (2 MN + 6 registers live; 16 exist).
     // More rows: one half at a time (MN + 4 live), else the accumulators spill.
     constexpr bool kBoth = MN <= 2;
@@ -95,7 +95,7 @@ void q8_tile2(const uint8_t* tile, int64_t groups, const Acts& a, int64_t m0, in
   for (int m = 0; m < MN; ++m) facc[m][0] = facc[m][1] = _mm256_setzero_ps();
   for (int64_t g = 0; g < groups; ++g) {
     const uint8_t* blk = tile + g * kQ8Group;
-    for (int l = 0; l < kQ8Group; l += 64) _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch + l), _MM_HINT_T0);
+    for (int l = 0; l < kQ8Group; l += 64) _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch + l), _MM_HINT_T1);
     for (int h = 0; h < 2; ++h) {
       __m256i acc[MN];
       for (int m = 0; m < MN; ++m) acc[m] = _mm256_setzero_si256();

@@ -51,7 +51,7 @@ void q4_tile(const uint8_t* tile, int64_t groups, const Acts& a, int64_t m0, int
   const __m512i nibbles = _mm512_set1_epi32(0x000F000F);
   for (int64_t g = 0; g < groups; ++g) {
     const uint8_t* blk = tile + g * 320;
-    for (int l = 0; l < 320; l += 64) _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch + l), _MM_HINT_T0);
+    for (int l = 0; l < 320; l += 64) _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch + l), _MM_HINT_T1);
     __m512i acc[MN][P];
     for (int m = 0; m < MN; ++m)
       for (int p = 0; p < P; ++p) acc[m][p] = _mm512_setzero_si512();
@@ -89,7 +89,7 @@ void q8_tile(const uint8_t* tile, int64_t groups, const Acts& a, int64_t m0, int
   for (int m = 0; m < MN; ++m) facc[m] = _mm512_setzero_ps();
   for (int64_t g = 0; g < groups; ++g) {
     const uint8_t* blk = tile + g * kQ8Group;
-    for (int l = 0; l < kQ8Group; l += 64) _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch + l), _MM_HINT_T0);
+    for (int l = 0; l < kQ8Group; l += 64) _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetch + l), _MM_HINT_T1);
     __m512i acc[MN][P];  // P chains a row, as in q4_tile
     for (int m = 0; m < MN; ++m)
       for (int p = 0; p < P; ++p) acc[m][p] = _mm512_setzero_si512();
