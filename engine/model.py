@@ -171,22 +171,32 @@ class LlamaForCausalLM(nn.Module):
         self.stacked = True
         self._stack: StackArgs | None = None  # its weights (decoder_stack_args), built at first use
 
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, cache: KVCache) -> torch.Tensor:
-        """input_ids, positions: [T] -> final hidden states [T, hidden]."""
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        cache: KVCache,
+        keep: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """input_ids, positions: [T] -> final hidden states [T, hidden]; with `keep` (int64 row
+        indices: the rows a step samples), those rows' only [len(keep), hidden]. Every row's keys
+        and values are stored either way; with the kernels, the last layer runs only the kept rows
+        past that (what the others would compute there feeds nothing)."""
         x = self.model.embed_tokens(input_ids)
         cos, sin = self.rotary(positions, x.dtype)
         if self.fused:
-            return self._forward_fused(x, cos, sin, cache)
+            return self._forward_fused(x, cos, sin, cache, keep)
         for i, layer in enumerate(self.model.layers):
             x = layer(x, cos, sin, cache, i)
         out: torch.Tensor = self.model.norm(x)
-        return out
+        return out if keep is None else out.index_select(0, keep)
 
     def _forward_fused(
-        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache, keep: torch.Tensor | None
     ) -> torch.Tensor:
         """The same layers with the kernels: each residual add is fused into the norm after it,
-        so x [T, hidden] is the residual stream (updated in place) and h what the next block reads."""
+        so x [T, hidden] is the residual stream (updated in place) and h what the next block reads.
+        The last layer runs the `keep` rows only, once every row's key and value are stored."""
         ops, eps, cfg = torch.ops.llm, self.config.rms_norm_eps, self.config
         t = x.shape[0]
         if self._stack is None:
@@ -196,7 +206,7 @@ class LlamaForCausalLM(nn.Module):
             weights, kinds, outs, norms = self._stack
             h_out: torch.Tensor = ops.decoder_stack(
                 x, weights, kinds, outs, norms, step.k_caches, step.v_caches, step.slots, step.tables,
-                step.lens, cos, sin, cfg.num_heads, cfg.num_kv_heads, eps,
+                step.lens, cos, sin, cfg.num_heads, cfg.num_kv_heads, eps, keep,
             )  # fmt: skip
             return h_out
         layers = [cast(DecoderLayer, m) for m in self.model.layers]
@@ -204,6 +214,10 @@ class LlamaForCausalLM(nn.Module):
         for i, layer in enumerate(layers):
             attn, mlp = layer.self_attn, layer.mlp
             a = cache.attend_qkv(i, attn.qkv_proj(h), cos, sin)  # [T, Hq, D]
+            if keep is not None and i == len(layers) - 1:  # each row's attention is its own: the same bits
+                a, x, t = a.index_select(0, keep), x.index_select(0, keep), keep.shape[0]
+                if t == 0:
+                    return x
             h = ops.add_rms_norm(x, attn.o_proj(a.view(t, -1)), layer.post_attention_layernorm.weight, eps)
             after = layers[i + 1].input_layernorm if i + 1 < len(layers) else self.model.norm
             h = ops.add_rms_norm(x, mlp.down_proj(_gate_up_silu(mlp.gate_up_proj, h)), after.weight, eps)

@@ -58,7 +58,8 @@ class ModelRunner:
             prefills=tuple(prefills),
         )
         self.cache.begin_step(layout)
-        hidden = self.model(torch.tensor(ids), torch.tensor(positions), self.cache)
+        keep = torch.tensor(sample_rows, dtype=torch.int64)
+        hidden = self.model(torch.tensor(ids), torch.tensor(positions), self.cache, keep)
         if not sample_rows:
             return torch.empty((0, self.model.config.vocab_size))
-        return self.model.compute_logits(hidden[torch.tensor(sample_rows)])
+        return self.model.compute_logits(hidden)

@@ -1,7 +1,7 @@
 """Every layer of a step in one kernel call (`llm::decoder_stack`, engine/csrc/stack.cpp) against
 the same kernels called layer by layer from Python: the same logits bit for bit over prefill chunks,
 decodes and a prompt after a cached prefix, for every scheme; the layer-by-layer path wherever the
-stack cannot run; and the call's own checks."""
+stack cannot run; the last layer run for the sampled rows only; and the call's own checks."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from engine.engine import Engine, EngineConfig, EngineRequest
+from engine.kv_cache import PagedKVCache, PrefillSpan, StepLayout
 from engine.model import DecoderLayer, LlamaForCausalLM, decoder_stack_args
 from engine.runner import ModelRunner
 from engine.weights import load_model
@@ -86,3 +87,37 @@ def test_the_stack_refuses_lists_that_do_not_make_whole_layers() -> None:
             torch.zeros(1, dtype=torch.int64), torch.zeros(1, 1, dtype=torch.int64),
             torch.ones(1, dtype=torch.int64), torch.ones(1, 64), torch.zeros(1, 64), 1, 1, 1e-5,
         )  # fmt: skip
+
+
+def one_step(model: LlamaForCausalLM, keep: torch.Tensor | None) -> tuple[torch.Tensor, PagedKVCache]:
+    """A fresh cache and one step: a 40-token prompt chunk (blocks 0-2) and a 20-token one (blocks
+    4-5) side by side; the final hidden states of the `keep` rows and the cache the step wrote."""
+    cfg = model.config
+    cache = PagedKVCache(cfg, 8, 16, torch.bfloat16)
+    spans = (PrefillSpan(0, 40, 40, torch.tensor([0, 1, 2])), PrefillSpan(40, 20, 20, torch.tensor([4, 5])))
+    slots = [*range(40), *range(64, 84)]
+    empty = torch.zeros(0, dtype=torch.int64)
+    layout = StepLayout(torch.tensor(slots), empty, torch.zeros((0, 0), dtype=torch.int64), empty, spans)
+    cache.begin_step(layout)
+    ids = torch.tensor([100 + (7 * i) % 900 for i in range(60)])
+    positions = torch.tensor([*range(40), *range(20)])
+    with torch.inference_mode():
+        return model(ids, positions, cache, keep), cache
+
+
+@pytest.mark.parametrize("stacked", [True, False])
+def test_the_last_layer_runs_only_the_kept_rows_and_stores_every_row(artifact_dir, stacked: bool) -> None:
+    model = load_model(ensure_artifact(quantization="int4"), torch.float32)
+    model.stacked = stacked
+    every, full_cache = one_step(model, None)
+    keep = torch.tensor([59, 39, 7])  # out of order: the rows come back in keep's order
+    kept, cache = one_step(model, keep)
+    assert kept.shape == (3, model.config.hidden_size)
+    # the kept rows' last layer ran at 3 rows, not 60: another matmul path, so close, not equal;
+    # any other row is far off (a wrong row would not pass)
+    torch.testing.assert_close(kept, every[keep], rtol=0.05, atol=0.05)
+    assert not torch.allclose(kept, every[torch.tensor([58, 38, 8])], rtol=0.05, atol=0.05)
+    assert torch.equal(cache.k, full_cache.k) and torch.equal(cache.v, full_cache.v)
+    none, cache = one_step(model, torch.zeros(0, dtype=torch.int64))  # a chunk that samples nothing
+    assert none.shape == (0, model.config.hidden_size)
+    assert torch.equal(cache.k, full_cache.k) and torch.equal(cache.v, full_cache.v)
