@@ -17,11 +17,12 @@ from prebuild.artifact import ensure_artifact, ensure_quantized
 
 
 @functools.cache
-def figures(artifact_dir: Path, scheme: str) -> dict:
+def figures(artifact_dir: Path, scheme: str, kv_dtype: torch.dtype | None = None) -> dict:
     tokenizer = Tokenizer.from_file(str(artifact_dir / "tokenizer.json"))
     reference = _reference(artifact_dir)
     path = artifact_dir if scheme == "none" else ensure_artifact(quantization=scheme)
-    return measure(load_model(path, torch.float32), torch.float32, tokenizer, reference["tokens"])
+    model = load_model(path, torch.float32)
+    return measure(model, torch.float32, tokenizer, reference["tokens"], kv_dtype)
 
 
 @functools.cache
@@ -52,9 +53,15 @@ def test_reference_is_deterministic_and_complete(artifact_dir: Path) -> None:
     assert figures(artifact_dir, "none")["agreement"] == 1.0
 
 
+# fp32 KV as the reference runs, and bf16 KV (`kv_cache_dtype = "bfloat16"`, half the cache's memory,
+# as the offline comparison serves): on AMX hosts that rounding and the tiles' bf16 activations
+# together kept int4 at 75%, near its 70% gate, so the gate checks it too
+@pytest.mark.parametrize("kv_dtype", [None, torch.bfloat16], ids=["fp32-kv", "bf16-kv"])
 @pytest.mark.parametrize("scheme", ["int8", "int4"])
-def test_quantized_version_meets_the_quality_gate(artifact_dir: Path, scheme: str) -> None:
+def test_quantized_version_meets_the_quality_gate(
+    artifact_dir: Path, scheme: str, kv_dtype: torch.dtype | None
+) -> None:
     min_agreement, max_ppl = THRESHOLDS[scheme]
-    f, ref = figures(artifact_dir, scheme), _reference(artifact_dir)
+    f, ref = figures(artifact_dir, scheme, kv_dtype), _reference(artifact_dir)
     assert f["agreement"] >= min_agreement
     assert f["perplexity"] <= ref["perplexity"] * (1 + max_ppl)
