@@ -58,7 +58,8 @@ class ModelRunner:
             prefills=tuple(prefills),
         )
         self.cache.begin_step(layout)
-        keep = torch.tensor(sample_rows, dtype=torch.int64)
+        # the rows the last layer runs (every row's key and value are stored): all of a decode-only step
+        keep = None if len(sample_rows) == len(ids) else torch.tensor(sample_rows, dtype=torch.int64)
         hidden = self.model(torch.tensor(ids), torch.tensor(positions), self.cache, keep)
         if not sample_rows:
             return torch.empty((0, self.model.config.vocab_size))
