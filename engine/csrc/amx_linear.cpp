@@ -38,6 +38,11 @@ void set_amx_min_rows(int64_t rows) { min_rows.store(std::max<int64_t>(1, rows),
 #if LLM_AMX
 namespace {
 
+// Parts (a group of one tile: 320 packed bytes) ahead of the one being dequantized whose bytes are
+// prefetched into L2: 30 layers' projections at 64 rows on 2 Sapphire Rapids cores, medians of 30,
+// three alternating runs: 22.6-24.8 -> 19.5-20.4 ms; 512 rows 91.2-91.9 -> 85.9-88.5 ms.
+constexpr int64_t kAhead = 4;
+
 constexpr int kArchReqXcompPerm = 0x1023;  // arch_prctl: ask for an extended state component
 constexpr int kXfeatureXtiledata = 18;     // the AMX tile data
 
@@ -105,14 +110,26 @@ void store_silu(float* y, int64_t m, int64_t width, int64_t r0, int64_t c0, bool
   }
 }
 
-// Part i of 2 x groups of a pair's dequantization into buf: tile i / groups, group i % groups (an odd
-// last tile's second half is zeros: B tile 7 multiplies them, and its columns are clipped)
-void dequant_part(const Job& j, int64_t pair, int64_t i, uint16_t* buf) {
+// Part i of 2 x groups of a pair's dequantization: tile i / groups, group i % groups. Its packed
+// bytes, or null where the pair has no such tile (an odd last tile's second half).
+const uint8_t* part_bytes(const Job& j, int64_t pair, int64_t i) {
   const int64_t groups = j.k / kGroup, t = i / groups, g = i % groups;
   const int64_t t0 = j.gate_up ? pair : 2 * pair, nt = j.gate_up ? 2 : std::min<int64_t>(2, j.tiles - t0);
   const int64_t step = j.gate_up ? j.tiles / 2 : 1;  // from the pair's first tile to its second
-  if (t < nt) dequant_group(j.packed + (t0 + t * step) * j.tile_bytes + g * 320, buf + (g * 2 + t) * 512);
-  else std::memset(buf + (g * 2 + 1) * 512, 0, kPairBytes);
+  return t < nt ? j.packed + (t0 + t * step) * j.tile_bytes + g * 320 : nullptr;
+}
+
+// Part i of a pair's dequantization into buf (a missing tile's half is zeros: B tile 7 multiplies
+// them, and its columns are clipped). The part kAhead parts on, in this pair or the chunk's next
+// (below `end`), is prefetched into L2: the weights come from memory (a step reads every layer once),
+// and the dequantization's first loads stalled on them.
+void dequant_part(const Job& j, int64_t pair, int64_t i, uint16_t* buf, int64_t end) {
+  const int64_t groups = j.k / kGroup, parts = 2 * groups, ahead = i + kAhead;
+  const int64_t pp = pair + ahead / parts;
+  if (const uint8_t* p = pp < end ? part_bytes(j, pp, ahead % parts) : nullptr)
+    for (int l = 0; l < 320; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + l), _MM_HINT_T1);
+  if (const uint8_t* blk = part_bytes(j, pair, i)) dequant_group(blk, buf + (i % groups * 2 + i / groups) * 512);
+  else std::memset(buf + (i % groups * 2 + 1) * 512, 0, kPairBytes);
 }
 
 // One chunk: pairs of weight tiles [begin, end) against every row. The next pair is dequantized
@@ -125,7 +142,7 @@ void run_pairs(const Job& j, int64_t begin, int64_t end) {
   AlignedVector<uint16_t> bufs(2 * groups * 2 * kPairBytes / 2);  // this pair's and the next's
   uint16_t* const buf[2] = {bufs.data(), bufs.data() + groups * kPairBytes};
   load_tile_config();
-  for (int64_t i = 0; i < parts; ++i) dequant_part(j, begin, i, buf[0]);
+  for (int64_t i = 0; i < parts; ++i) dequant_part(j, begin, i, buf[0], end);
   for (int64_t pair = begin; pair < end; ++pair) {
     const int64_t t0 = j.gate_up ? pair : 2 * pair;
     const uint16_t* bbuf = buf[(pair - begin) & 1];
@@ -152,7 +169,7 @@ void run_pairs(const Job& j, int64_t begin, int64_t end) {
         }
         if (next)  // the next pair's share of parts by this step
           for (const int64_t target = (++it * parts + iters - 1) / iters; done < target; ++done)
-            dequant_part(j, pair + 1, done, next);
+            dequant_part(j, pair + 1, done, next, end);
       }
       if (j.gate_up) {
         store_silu(j.y, j.m, j.n / 2, m0, pair * kTile, two);
