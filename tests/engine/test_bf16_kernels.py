@@ -96,9 +96,13 @@ def test_q4_linear_takes_the_bf16_path_from_its_row_threshold(path: BF16Path) ->
 
 
 @pytest.mark.parametrize("path", PATHS, ids=repr)
-def test_bf16_results_do_not_depend_on_the_pools_threads(path: BF16Path) -> None:
+@pytest.mark.parametrize("m", [40, 64, 130, 1100])
+def test_bf16_results_do_not_depend_on_the_pools_threads(path: BF16Path, m: int) -> None:
+    """Below 64 rows the AMX path shares out weight tiles between the threads; from 64, blocks of
+    rows (at most 512 rows each, a multiple of the threads in number): either way, the same bits
+    as on one thread."""
     usable(path)
-    x, packed, _ = case(3072, 576, 40, 5)
+    x, packed, _ = case(3072, 576, m, 5)
     before = ops.get_num_threads()
     try:
         results = []
