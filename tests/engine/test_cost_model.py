@@ -117,8 +117,11 @@ def test_hurrying_keeps_a_step_within_one_and_a_half_objectives() -> None:
 
 
 def test_only_batch_work_may_take_a_longer_step() -> None:
-    # (0.5 - 0.011) / 0.0007 = 698 -> at most 512; the same step with any interactive work: 0.25 s
-    assert prefill_budget(SLOW, 4, interactive=False, batch_only=True) == 512
+    # (0.5 - 0.011) / 0.0007 = 698 -> 688; the same step with any interactive work: 0.25 s
+    assert prefill_budget(SLOW, 4, interactive=False, batch_only=True) == 688
     assert prefill_budget(SLOW, 4, interactive=False) == 336  # (0.25 - 0.011) / 0.0007 = 341 -> 336
     slow = StepCost(0.010, 0.001, 0.002)
     assert prefill_budget(slow, 0, interactive=False, batch_only=True) == 240  # (0.5 - 0.01) / 0.002 = 245
+    # a fast host: (0.5 - 0.014) / 0.0002 = 2430 -> at most 1024 with batch work alone, 512 otherwise
+    assert prefill_budget(COST, 4, interactive=False, batch_only=True) == 1024
+    assert prefill_budget(COST, 4, interactive=False) == 512
