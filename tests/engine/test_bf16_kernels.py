@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine.quant import dequantize, pack_q4, quantize_int4
+from engine.quant import dequantize, pack_q4, quantize_int4, unpack_int4
 from prebuild.kernels import load_kernels
 
 ops = torch.ops.llm
@@ -71,6 +71,26 @@ def test_bf16_matmul_is_x_times_the_dequantized_weight(path: BF16Path, n: int, k
     assert got.shape == (m, n) and got.dtype == torch.float32
     assert rel_err(got, ref) < path.tolerance
     assert torch.equal(got, path.matmul(x, packed, n))  # deterministic
+
+
+@pytest.mark.parametrize("path", PATHS[:2], ids=repr)
+def test_the_bf16_paths_round_each_weight_once_to_fp32_then_to_bf16(path: BF16Path) -> None:
+    """One-hot rows of x read W back: W = code * scale + min rounded once to fp32 (an FMA), then to
+    bf16 (nearest even), exactly, for ordinary groups and for those whose minimum is tiny or huge
+    beside its scale, which the dequantization's shortcut cannot take (q4_bf16.h)."""
+    usable(path)
+    n, k = 64, 128
+    parts = quantize_int4(torch.randn(n, k, generator=torch.Generator().manual_seed(11)) * 0.05)
+    scales, mins = parts["scales"].clone(), parts["mins"].clone()
+    mins[0] = scales[0] * 1e-3  # tile 0: a tiny minimum (min - 128 * scale is not exact)
+    mins[16] = 0.0  # tile 1: exact
+    mins[32] = scales[32] * 2**20  # tile 2: a huge minimum (not exact)
+    scales[48] = 0.0  # tile 3: constant groups
+    parts["scales"], parts["mins"] = scales.half().float(), mins.half().float()  # what the packing keeps
+    got = path.matmul(torch.eye(k), pack_q4(parts), n)  # [k, n]: row i is channel i of every W row
+    codes = unpack_int4(parts["qweight"]).double().view(n, k // 32, 32)
+    exact = codes * parts["scales"].double()[..., None] + parts["mins"].double()[..., None]
+    assert torch.equal(got, exact.view(n, k).float().bfloat16().float().T)
 
 
 @pytest.mark.parametrize("path", PATHS, ids=repr)
