@@ -110,3 +110,16 @@ def test_a_writer_waiting_past_the_timeout_fails_as_a_busy_store(tmp_path: Path)
         assert in_thread(lambda: increment(store)) == 1  # the holder's end freed it
     finally:
         store.close()
+
+
+def test_the_lock_passes_on_when_a_connection_is_invalidated_midway(tmp_path: Path) -> None:
+    # a dropped connection (SQLAlchemy invalidates one after a disconnect-like error) is closed
+    # without COMMIT or ROLLBACK: the pool's invalidate event is what gives its lock back
+    store = sqlite_store(tmp_path, timeout_s=0.5)
+    try:
+        with store.engine.connect() as connection:
+            connection.exec_driver_sql("UPDATE counter SET n = 300")
+            connection.invalidate()
+        assert in_thread(lambda: increment(store)) == 1  # the 300 went with the closed connection
+    finally:
+        store.close()
