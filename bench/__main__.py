@@ -1,7 +1,8 @@
 """`python -m bench <suite>`: engine (engine/ against transformers), billing (usage ingestion),
 fairness (tenants' interactive TTFT under another tenant's long documents, fair share vs FCFS),
 quality (quantized versions' greedy agreement and perplexity against fp32), profile (where a
-decode step's time goes at batch 1, 8 and 32), soak (random cancels,
+decode step's time goes at batch 1, 8 and 32), platform-profile (the same through the whole
+platform: the worker loop's parts and every process's CPU a step), soak (random cancels,
 disconnects and resumes for minutes, then the books are checked), hostile (health latency while
 oversized requests are refused), startup (launch to ready, cold and warm),
 serve (the platform over gRPC against transformers and llama.cpp on a seeded workload; compare is
@@ -18,6 +19,7 @@ SUITES = {
     "fairness": "bench.fairness",
     "quality": "bench.quality",
     "profile": "bench.step_profile",
+    "platform-profile": "bench.platform_profile",
     "serve": "bench.serve",
     "soak": "bench.soak",
     "hostile": "bench.hostile",

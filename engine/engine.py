@@ -1,13 +1,15 @@
 """The engine: accepts requests of token ids, runs steps, emits new tokens per request.
 
 The driver (the Triton model) calls `add_request()` / `abort()` between steps and `step()` while
-`has_unfinished()`. A step is three lines: schedule, run the model, update.
+`has_unfinished()`. A step is three lines: schedule, run the model, update. `schedule_s` adds up the
+time of the first and the last (the scheduler's part of every step, for the worker's metrics).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import time
 from dataclasses import dataclass
 
 import torch
@@ -91,6 +93,7 @@ class Engine:
         self._prefix_query = 0
         self._prefix_hit = 0
         self._last_batch = 0
+        self.schedule_s = 0.0  # cumulative: scheduler.schedule() and scheduler.update() of every step
 
     def add_request(self, request: EngineRequest) -> StepOutput:
         """Admits a request (CapacityError if it does not fit now); returns its admission record."""
@@ -136,11 +139,14 @@ class Engine:
     def step(self) -> list[StepOutput]:
         outputs = [self._output(seq, ()) for seq in self._aborted]
         self._aborted.clear()
+        started = time.perf_counter()
         scheduled = self.scheduler.schedule()
         self._last_batch = scheduled.num_batched_tokens
+        self.schedule_s += time.perf_counter() - started
         if scheduled.chunks:
             logits = self.runner.execute(scheduled, self.kv.block_table)
             sampled = sample_batch([c.seq for c in scheduled.chunks if c.sample], logits)
+            started = time.perf_counter()
             for seq_id, error in sampled.failed.items():  # each ends alone; the batch goes on
                 seq = self._seqs.pop(seq_id)
                 self.scheduler.finish(seq, FinishReason.ERROR)
@@ -149,6 +155,7 @@ class Engine:
                 outputs.append(self._output(seq, (seq.token_ids[-1],)))
                 if seq.finish_reason is not None:
                     del self._seqs[seq.id]
+            self.schedule_s += time.perf_counter() - started
         return outputs
 
     @property

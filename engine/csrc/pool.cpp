@@ -2,6 +2,7 @@
 #include "pool.h"
 
 #include <linux/futex.h>
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -72,6 +73,7 @@ bool Pool::claim(uint32_t gen, uint32_t chunks, uint32_t* index) {
 }
 
 void Pool::helper_loop(uint32_t seen) {
+  pthread_setname_np(pthread_self(), "llm-pool");  // top -H, /proc/<pid>/task/<tid>/comm
   while (true) {
     uint32_t g = gen_.load(std::memory_order_acquire);
     for (int i = 0; g == seen && i < kSpins; ++i) {

@@ -61,6 +61,8 @@ IDLE_WAIT_S = 0.05  # an idle loop waits this long for a request before it publi
 class StepEngine(Protocol):
     """What the adapter uses of engine.engine.Engine."""
 
+    schedule_s: float  # cumulative seconds of its steps spent in the scheduler
+
     @property
     def last_batch_tokens(self) -> int: ...
 
@@ -227,14 +229,20 @@ class WorkerAdapter:
                 self.engine.abort(stream.rid)
         self.outbox.check(self._to_check())  # made while this step runs
         checked = self._clock()
+        scheduled_before = self.engine.schedule_s
         outputs = self.engine.step()
         stepped = self._clock()
+        schedule_s = self.engine.schedule_s - scheduled_before
         self._coalescing = len(outputs) >= self.coalesce_from
         for out in outputs:
             self._respond(out)
         responded = self._clock()
         self.metrics.on_step(
-            self.engine.last_batch_tokens, checked - started, stepped - checked, responded - stepped
+            self.engine.last_batch_tokens,
+            cancel_check_s=checked - started,
+            schedule_s=schedule_s,
+            model_s=stepped - checked - schedule_s,
+            respond_s=responded - stepped,
         )
 
     def _to_check(self) -> Iterable[_Live]:

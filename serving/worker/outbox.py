@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from contracts.worker import Refusal, refusal_message
+from serving.worker.os_thread import name_os_thread
 from serving.worker.protocol import ErrorResponse, Log, Request, Response
 
 
@@ -120,6 +121,7 @@ class Outbox:
         self._jobs.put(job)
 
     def _serve(self) -> None:
+        name_os_thread("llm-outbox")
         while True:
             job = self._jobs.get()
             try:

@@ -16,6 +16,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from serving.worker.os_thread import name_os_thread
+
 T = TypeVar("T")
 
 _Job = tuple[Callable[..., Any], tuple[Any, ...], "concurrent.futures.Future[Any] | None"]
@@ -36,6 +38,7 @@ class TorchThread:
     def _serve(self, intra_op_threads: int) -> None:
         import torch
 
+        name_os_thread("llm-engine")
         torch.set_num_threads(intra_op_threads)
         while True:
             fn, args, done = self._jobs.get()

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from engine.engine import Stats
 
 METRICS_INTERVAL_S = 0.5
-LOOP_PARTS = ("cancel_check", "model", "respond")  # where the engine loop's time goes
+LOOP_PARTS = ("cancel_check", "schedule", "model", "respond")  # where the engine loop's time goes
 
 
 class Metric(Protocol):
@@ -50,8 +50,10 @@ class WorkerMetrics:
         batched = counter("llm_worker_batched_tokens_total", "Tokens computed over all steps")
         loop = counter(
             "llm_worker_loop_seconds_total",
-            "Engine loop time by part: cancel_check (taking the outbox's cancellation checks), model "
-            "(the engine step), respond (creating the step's responses and posting them to the outbox)",
+            "Engine loop time by part: cancel_check (taking the outbox's cancellation checks), schedule "
+            "(the engine's scheduler: choosing the step's chunks and blocks, updating its sequences), "
+            "model (the rest of the engine step: inputs, the model, sampling), respond (creating the "
+            "step's responses and posting them to the outbox)",
         )
         self.families = [blocks, seqs, pre, query, hit, batch, steps, batched, loop]
         label = {"model": model_name}
@@ -78,10 +80,13 @@ class WorkerMetrics:
         self._clock = clock
         self.next_at = 0.0
 
-    def on_step(self, batch_tokens: int, cancel_check_s: float, model_s: float, respond_s: float) -> None:
+    def on_step(
+        self, batch_tokens: int, *, cancel_check_s: float, schedule_s: float, model_s: float, respond_s: float
+    ) -> None:
         self.steps += 1
         self.batched_tokens += batch_tokens
         self.loop_s["cancel_check"] += cancel_check_s
+        self.loop_s["schedule"] += schedule_s
         self.loop_s["model"] += model_s
         self.loop_s["respond"] += respond_s
 

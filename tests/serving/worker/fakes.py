@@ -76,6 +76,9 @@ class Request:
         return self._sender.sent
 
 
+SCHEDULE_S = 0.125
+
+
 class ScriptedEngine:
     """One token per running request per step (101, 102, ...) until its max_output_tokens; every
     prompt token but the first counts as cached. `fail_step` / `fail_add` raise from step() /
@@ -91,6 +94,7 @@ class ScriptedEngine:
         self.fail_add: Exception | None = None
         self.full = False
         self.fail_request: dict[str, str] = {}
+        self.schedule_s = 0.0  # each step says it spent SCHEDULE_S of its time in the scheduler
 
     def add_request(self, request: EngineRequest) -> StepOutput:
         if self.fail_add is not None:
@@ -111,6 +115,7 @@ class ScriptedEngine:
     def step(self) -> list[StepOutput]:
         if self.fail_step is not None:
             raise self.fail_step
+        self.schedule_s += SCHEDULE_S
         aborted = FinishReason.ABORTED
         outs = [StepOutput(r.request_id, (), len(r.prompt_ids), 1, n, aborted) for r, n in self.aborted]
         self.aborted.clear()
