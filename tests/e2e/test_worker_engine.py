@@ -3,9 +3,15 @@ the worker's metrics on Triton's metrics endpoint."""
 
 from __future__ import annotations
 
+import os
+import re
+import urllib.request
+from pathlib import Path
+
 import grpc
 import pytest
 
+from bench.pss import children
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
 from serving.platform import Platform
@@ -102,3 +108,24 @@ async def test_the_worker_runs_the_engines_kernels(platform: Platform) -> None:
     assert f"kernels {kernels.isa()} on " in log  # the same build the test process loaded
     assert "eager steps" not in log
     assert " KV blocks of 16 (float32)" in log  # kv_cache_dtype "auto": the fp32 model's own dtype
+
+
+async def test_the_worker_names_its_threads_and_reports_its_schedulers_time(
+    channel, platform: Platform
+) -> None:
+    """top -H and `python -m bench platform-profile` tell the worker's threads apart by these names."""
+    stub = generations_pb2_grpc.GenerationsStub(channel)
+    req = pb.GenerateRequest(model="smollm2-135m", prompt="Hello", max_output_tokens=4)
+    events = [e async for e in stub.Generate(req, metadata=auth())]
+    assert events[-1].finished.reason == Reason.OUTPUT_LIMIT
+    assert platform.triton is not None and platform.triton.process is not None
+    names: set[str] = set()
+    for stub_pid in children(platform.triton.process.pid):  # the Python backend's stubs
+        names |= {(task / "comm").read_text().strip() for task in Path(f"/proc/{stub_pid}/task").iterdir()}
+    assert {"llm-engine", "llm-outbox"} <= names
+    if len(os.sched_getaffinity(0)) > 1:  # the kernels' pool has a helper a CPU beyond the caller's
+        assert "llm-pool" in names
+    url = f"http://127.0.0.1:{platform.triton.metrics_port}/metrics"
+    body = urllib.request.urlopen(url, timeout=10).read()
+    parts = set(re.findall(r'llm_worker_loop_seconds_total\{[^}]*part="(\w+)"', body.decode()))
+    assert parts == {"cancel_check", "schedule", "model", "respond"}
