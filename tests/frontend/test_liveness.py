@@ -91,3 +91,30 @@ async def test_the_reads_own_error_passes_through() -> None:
     broken.set_exception(ConnectionError("reset"))
     with pytest.raises(ConnectionError):
         await answer_within(broken, liveness, timeout_s=T)
+
+
+async def test_every_stream_waiting_on_a_silent_model_is_lost_and_none_is_left_watched() -> None:
+    clock = Clock()
+    liveness = Liveness(clock)
+    loop = asyncio.get_running_loop()
+    reads = [loop.create_future() for _ in range(3)]
+    waiting = [asyncio.ensure_future(answer_within(r, liveness, timeout_s=T)) for r in reads]
+    await turns(2)
+    assert len(liveness.waits) == 3 and not any(w.done() for w in waiting)
+    clock.now += 2 * T
+    for w in waiting:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(w, timeout=30)  # the bound is against a hang only
+    assert all(r.cancelled() for r in reads) and not liveness.waits
+
+
+async def test_a_stream_cancelled_from_elsewhere_is_cancelled_not_timed_out() -> None:
+    """The client went away: its generation's task is cancelled while it waits on the worker."""
+    liveness = Liveness(Clock())
+    read = asyncio.get_running_loop().create_future()
+    waiting = asyncio.ensure_future(answer_within(read, liveness, timeout_s=T))
+    await turns(1)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert read.cancelled() and not liveness.waits
