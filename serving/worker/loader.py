@@ -17,6 +17,7 @@ from engine.weights import load_model
 from serving.deployment import ModelDeployment
 from serving.worker import step_cost_cache
 from serving.worker.adapter import WorkerAdapter
+from serving.worker.heap import release_freed_memory
 from serving.worker.protocol import Log
 from serving.worker.torch_thread import TorchThread
 from serving.worker.worker_metrics import MetricsApi, WorkerMetrics
@@ -93,8 +94,10 @@ def _load(
     def new_engine() -> Engine:
         return Engine(model, config)
 
+    engine = torch_thread.call(new_engine)
+    release_freed_memory()  # what loading freed, back to the OS (heap.py)
     adapter = WorkerAdapter(
-        torch_thread.call(new_engine),
+        engine,
         new_engine,
         frozenset(model.config.eos_token_ids),
         WorkerMetrics(d.triton_model_name, metrics_api),
