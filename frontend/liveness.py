@@ -100,10 +100,13 @@ async def answer_within(next_item: Awaitable[T], liveness: Liveness, timeout_s: 
     wait = _Wait(task, liveness.clock(), timeout_s)
     liveness.watch(wait)
     try:
-        return await next_item
+        item = await next_item
     except asyncio.CancelledError:
         if wait.fired and task.uncancel() == 0:  # ours alone: the read is cancelled, the wait is over
             raise TimeoutError(f"the worker sent nothing for {timeout_s:g}s") from None
         raise
     finally:
         liveness.waits.discard(wait)
+    if wait.fired:  # the read swallowed our cancellation and answered after all: take it back
+        task.uncancel()
+    return item

@@ -118,3 +118,29 @@ async def test_a_stream_cancelled_from_elsewhere_is_cancelled_not_timed_out() ->
     with pytest.raises(asyncio.CancelledError):
         await waiting
     assert read.cancelled() and not liveness.waits
+
+
+async def test_a_read_that_answers_despite_the_timeout_is_returned_and_leaves_no_cancellation() -> None:
+    clock = Clock()
+    liveness = Liveness(clock)
+    answer = asyncio.get_running_loop().create_future()
+
+    async def stubborn_read() -> str:
+        try:
+            return await asyncio.shield(answer)
+        except asyncio.CancelledError:  # swallows it: waits for its answer anyway
+            return await answer
+
+    async def stream() -> tuple[str, int]:
+        item = await answer_within(stubborn_read(), liveness, timeout_s=T)
+        current = asyncio.current_task()
+        assert current is not None
+        return item, current.cancelling()
+
+    reading = asyncio.ensure_future(stream())
+    await turns(1)
+    clock.now += 2 * T
+    while liveness.waits:  # the timer fired: the read was cancelled
+        await asyncio.sleep(T)
+    answer.set_result("late")
+    assert await asyncio.wait_for(reading, timeout=30) == ("late", 0)
