@@ -60,9 +60,12 @@ def test_per_step_figures_are_counter_deltas_and_cpu_shares_of_the_step() -> Non
 def test_a_process_tree_is_counted_once_by_role() -> None:
     child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
     try:
+        own = Path(f"/proc/{os.getpid()}/stat")
+        before = cpu_s(own)
         spent = tree_cpu(os.getpid())  # this process as the frontend, its child as "other"
+        after = cpu_s(own)
         assert set(spent) == set(ROLES)
-        assert spent["frontend"] == pytest.approx(cpu_s(Path(f"/proc/{os.getpid()}/stat")), abs=0.05)
+        assert before <= spent["frontend"] <= after  # read between the two: no tolerance to tune
         assert spent["frontend"] > 0 and spent["tritonserver"] == 0.0 and spent["engine loop"] == 0.0
     finally:
         assert child.stdin is not None
