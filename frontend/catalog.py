@@ -165,9 +165,17 @@ class CatalogCache:
         self.revision = snapshot.revision
 
     async def refresh(self) -> bool:
-        """Reloads when the store's revision moved; True when it did."""
+        """Reloads when the store's revision moved; True when it did.
+
+        A read that an Admin write of this frontend's overlapped may predate its commit, while the
+        write's own update of these caches is already in place: the snapshot is dropped then (its
+        revision not taken), and the next refresh reads the store again."""
+        writes = self.registry.local_writes
         snapshot = await asyncio.to_thread(self._read_if_moved)
         if snapshot is None:
+            return False
+        if self.registry.local_writes != writes:
+            log.info("catalog read at revision %d overlapped a local write; reading again", snapshot.revision)
             return False
         self.apply(snapshot)
         log.info("catalog reloaded at revision %d", snapshot.revision)
@@ -189,6 +197,7 @@ class CatalogCache:
         with self.store.transaction() as s:
             if set_worker_draining(s, worker_id, draining, now=datetime.now(UTC)) is None:
                 return False
+        self.registry.local_writes += 1
         worker.draining = draining
         return True
 

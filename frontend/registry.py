@@ -75,6 +75,9 @@ class ModelRegistry:
         self.versions: dict[str, ServedVersion] = {}
         self.routes: dict[str, dict[str, float]] = {}  # alias -> {version id: canary weight}
         self.statuses: dict[str, str] = {}  # version id -> its status in the store (absent: READY)
+        # Admin writes this frontend applies to its caches itself, counted after each one commits and
+        # before its caches change: a catalog read that spans one may predate it (CatalogCache.refresh)
+        self.local_writes = 0
 
     @property
     def aliases(self) -> dict[str, str]:
