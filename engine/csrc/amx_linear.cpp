@@ -208,11 +208,33 @@ namespace {
 // step), which the tile products of 64 rows and more hide. 30 layers' projections, medians of 12,
 // alternating: 64 rows 20.5 -> 18.6 ms, 128 rows 27.6 -> 24.4, 512 rows 77.7 -> 67.2; 32 rows were
 // slower split (15.2 -> 16.2 ms), hence not below 64.
-constexpr int64_t kRowSplit = 64, kRowBlock = 512;
+//
+// Up to kPairSplitMax rows, though, the dequantization outweighs the tile products (a decode step of
+// 64 sequences: every weight dequantized on both cores for 32 rows each), so there each thread
+// converts x into a bf16 copy of its own (its tile loads never read lines the other core just wrote)
+// and takes every row against its share of the pairs, dequantizing each pair once a call. The
+// engine alone on 2 Sapphire Rapids cores (2026-12-06), alternating: batch-64 decode steps, medians
+// 75.0 / 71.5 / 64.0 / 74.5 / 66.5 / 72.6 -> 58.7 / 64.2 / 63.7 / 62.2 / 59.8 / 83.5 ms; batch 128
+// 110 -> 106 ms; the offline load (64 x 128 / 128) 576 / 573 / 561 -> 616 / 661 / 625 tok/s. A
+// 128-row prefill step is the same either way (49 / 65 / 64 -> 55 / 68 / 63 ms); 256 and 512 rows
+// were slower (107 -> 114, 214-227 -> 240 ms), so rows stay split there.
+constexpr int64_t kRowSplit = 64, kRowBlock = 512, kPairSplitMax = 128;
 
 void run(const float* x, int64_t m, int64_t k, const uint8_t* packed, int64_t n, float* y, bool gate_up) {
   const int64_t m16 = (m + 15) / 16 * 16, tiles = (n + kTile - 1) / kTile, pairs = (tiles + 1) / 2;
   const int64_t tile_bytes = k / kGroup * 320, threads = Pool::get().threads();
+  if (m >= kRowSplit && m <= kPairSplitMax && threads > 1) {
+    Pool::get().for_each(threads, 1, [&](int64_t begin, int64_t end) {
+      AlignedVector<uint16_t> own(m16 * k);  // this thread's bf16 x, converted here
+      to_bf16(x, m, m16, k, own.data());
+      const Job job{own.data(), packed, y, m, m16, k, n, tiles, tile_bytes, gate_up};
+      for (int64_t t = begin; t < end; ++t) {
+        const int64_t p0 = t * pairs / threads, p1 = (t + 1) * pairs / threads;
+        if (p0 < p1) run_pairs(job, p0, p1);
+      }
+    });
+    return;
+  }
   AlignedVector<uint16_t> xb(m16 * k);
   if (m >= kRowSplit && threads > 1) {
     const int64_t blocks = threads * ((m16 + threads * kRowBlock - 1) / (threads * kRowBlock));  // even shares

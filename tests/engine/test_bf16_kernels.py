@@ -63,7 +63,7 @@ def case(n: int, k: int, m: int, seed: int) -> tuple[torch.Tensor, torch.Tensor,
 @pytest.mark.parametrize(
     ("n", "k"), [(96, 64), (40, 96), (16, 32), (80, 32), (3072, 576), (576, 1536), (1072, 64)]
 )
-@pytest.mark.parametrize("m", [1, 5, 16, 17, 33, 64, 130])
+@pytest.mark.parametrize("m", [1, 5, 16, 17, 33, 64, 100, 130])
 def test_bf16_matmul_is_x_times_the_dequantized_weight(path: BF16Path, n: int, k: int, m: int) -> None:
     usable(path)
     x, packed, ref = case(n, k, m, n + k + m)
@@ -116,11 +116,12 @@ def test_q4_linear_takes_the_bf16_path_from_its_row_threshold(path: BF16Path) ->
 
 
 @pytest.mark.parametrize("path", PATHS, ids=repr)
-@pytest.mark.parametrize("m", [40, 64, 130, 1100])
+@pytest.mark.parametrize("m", [40, 64, 100, 130, 1100])
 def test_bf16_results_do_not_depend_on_the_pools_threads(path: BF16Path, m: int) -> None:
-    """Below 64 rows the AMX path shares out weight tiles between the threads; from 64, blocks of
-    rows (at most 512 rows each, a multiple of the threads in number): either way, the same bits
-    as on one thread."""
+    """Below 64 rows the AMX path shares out weight tiles between the threads; from 64 to 128, each
+    thread takes its share of them against every row, from its own bf16 copy of x; above, blocks of
+    rows (at most 512 rows each, a multiple of the threads in number): every way, the same bits as
+    on one thread."""
     usable(path)
     x, packed, _ = case(3072, 576, m, 5)
     before = ops.get_num_threads()
