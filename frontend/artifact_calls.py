@@ -77,8 +77,7 @@ class ArtifactCalls:
         version = await asyncio.to_thread(load_version, folder)
         await asyncio.to_thread(self.rollout.record_push, version_spec(version), current_admin())
         await self.deploy(version)
-        self.registry.local_writes += 1
-        self.registry.statuses[version.version_id] = "READY"
+        self.registry.set_status(version.version_id, "READY")
         route = None
         if first.alias:
             weights = await asyncio.to_thread(

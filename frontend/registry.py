@@ -79,6 +79,16 @@ class ModelRegistry:
         # before its caches change: a catalog read that spans one may predate it (CatalogCache.refresh)
         self.local_writes = 0
 
+    def set_route(self, alias: str, route: dict[str, float]) -> None:
+        """An Admin route change this frontend committed: counted, then cached."""
+        self.local_writes += 1
+        self.routes[alias] = dict(route)
+
+    def set_status(self, version_id: str, status: str) -> None:
+        """An Admin status change this frontend committed: counted, then cached."""
+        self.local_writes += 1
+        self.statuses[version_id] = status
+
     @property
     def aliases(self) -> dict[str, str]:
         """alias -> its main version (the largest weight)."""

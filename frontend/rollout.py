@@ -91,8 +91,7 @@ class Rollout:
         with self.store.transaction() as s:
             exclusive(s, CATALOG_WRITES)
             route = change(s, datetime.now(UTC))
-        self.registry.local_writes += 1
-        self.registry.routes[alias] = dict(route)
+        self.registry.set_route(alias, route)
         return route
 
     def changes(self, limit: int) -> list[Change]:
@@ -104,8 +103,7 @@ class Rollout:
     async def retire(self, version_id: str, delete_files: bool, actor: str) -> ModelVersionStatus:
         """DRAINING now (RETIRED once its generations ended and the workers unloaded it)."""
         status = await asyncio.to_thread(self._begin, version_id, actor)
-        self.registry.local_writes += 1
-        self.registry.statuses[version_id] = str(status)
+        self.registry.set_status(version_id, str(status))
         if status is V.DRAINING:
             self._follow(version_id, delete_files, actor)
         return status
@@ -150,8 +148,7 @@ class Rollout:
                 log.exception("unloading %s failed; trying again", version_id)
                 await asyncio.sleep(self.poll_s)
         uri = await asyncio.to_thread(self._finish, version_id, actor)
-        self.registry.local_writes += 1
-        self.registry.statuses[version_id] = str(V.RETIRED)
+        self.registry.set_status(version_id, str(V.RETIRED))
         folder, repository = Path(uri).resolve(), self.repository.resolve()
         if delete_files and folder.is_relative_to(repository) and folder != repository:
             await asyncio.to_thread(shutil.rmtree, folder, True)

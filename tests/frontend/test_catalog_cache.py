@@ -64,3 +64,28 @@ async def test_another_frontends_write_is_applied_by_the_next_refresh(store: Sto
     assert not cache.pool.workers["w1"].draining
     assert await cache.refresh()
     assert cache.pool.workers["w1"].draining
+
+
+async def test_route_and_status_writes_through_the_registry_count_as_local(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rollout and pushes cache their committed writes through `set_route` / `set_status`: a refresh
+    that spans one is dropped as well, and keeps what they cached."""
+    cache = cache_on(store)
+    assert await cache.refresh()
+    with store.transaction() as session:  # the revision moves, so the next refresh reads
+        assert set_worker_draining(session, "w2", True, now=T0) is not None
+    read = CatalogCache._read_if_moved
+
+    def read_then_write(self: CatalogCache) -> CatalogSnapshot | None:
+        stale = read(self)
+        self.registry.set_route("alias", {VERSION_ID: 100.0})
+        self.registry.set_status(VERSION_ID, "DRAINING")
+        return stale
+
+    with monkeypatch.context() as patch:
+        patch.setattr(CatalogCache, "_read_if_moved", read_then_write)
+        assert not await cache.refresh()
+    assert cache.registry.routes["alias"] == {VERSION_ID: 100.0}
+    assert cache.registry.statuses[VERSION_ID] == "DRAINING"
+    assert cache.registry.local_writes == 2
