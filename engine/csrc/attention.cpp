@@ -4,6 +4,7 @@
 //   k_cache, v_cache  [num_blocks, block_size, Hkv, D]   (one layer's; float32 or bfloat16)
 //   position p of a sequence lives in block table[p / block_size], slot p % block_size
 //   query head h reads kv head h / (Hq / Hkv)   (grouped-query attention, Hugging Face's repeat_kv)
+#include "attention_rows.h"
 #include "common.h"
 #include "pool.h"
 
@@ -50,210 +51,171 @@ void rope_store_impl(const at::Tensor& qkv, const at::Tensor& cos, const at::Ten
   });
 }
 
+// Each of a group's heads' scores (head g's at sc + g * ld, `ctx` of them) into softmax weights.
+void softmax_heads(float* scores, int64_t ld, int64_t ctx, int64_t groupsz) {
+  for (int64_t g = 0; g < groupsz; ++g) {
+    float* sc = scores + g * ld;
+    float mx = -std::numeric_limits<float>::infinity(), sum = 0.0f;
+    int64_t p = 0;
 #if LLM_SIMD
-// The common shape (head dim 64, up to 4 query heads per kv head), with each head's query and
-// output held in registers across the context: a key or value row is loaded (and widened from
-// bf16) once for the whole group, and no output row goes through memory per position. AVX2's 16
-// registers cannot hold a group's queries and outputs (3 heads x 8 vectors each): there the
-// queries are read from L1 as the products' memory operands, and the outputs are made a few
-// vectors of the head dim at a time (`Cols`), each pass over the context reading only those
-// columns of each value row.
-constexpr int64_t D64 = 64, C64 = D64 / simd::W;
-
-// One head's row (D64 values) into the caches: L1 by default, or L2 (_MM_HINT_T1), which on a
-// 2-core Zen 4 lets more of the scores pass's misses be in flight at once (below).
-template <typename T, _mm_hint Hint = _MM_HINT_T0>
-inline void prefetch_row(const char* row) {
-  for (int64_t line = 0; line < D64 * static_cast<int64_t>(sizeof(T)); line += 64) _mm_prefetch(row + line, Hint);
+    // the maximum a vector at a time: a scalar max is one dependent instruction a position
+    // (a quarter of decode attention's time at 192 positions, Sapphire Rapids)
+    simd::V mvec = simd::set1(mx);
+    for (; p + simd::W <= ctx; p += simd::W) mvec = simd::max(mvec, simd::load(sc + p));
+    mx = simd::hmax(mvec);
+#endif
+    for (; p < ctx; ++p) mx = std::max(mx, sc[p]);
+    p = 0;
+#if LLM_SIMD
+    const simd::V mv = simd::set1(mx);
+    simd::V sv = simd::zero();
+    for (; p + simd::W <= ctx; p += simd::W) {
+      const simd::V e = simd::exp(simd::sub(simd::load(sc + p), mv));
+      simd::store(sc + p, e);
+      sv = simd::add(sv, e);
+    }
+    sum = simd::hsum(sv);
+#endif
+    for (; p < ctx; ++p) sum += (sc[p] = std::exp(sc[p] - mx));
+    const float inv = 1.0f / sum;
+    for (int64_t p = 0; p < ctx; ++p) sc[p] *= inv;
+  }
 }
 
-template <int G, typename T>
-void scores_d64(const float* qs, const T* kp, const T* vp, const int64_t* row, int64_t bs, int64_t hkv,
-                int64_t kvh, int64_t ctx, float scale, float* scores) {
-#if LLM_AVX2
-  alignas(32) float qsc[G * D64];  // the group's queries, scaled: read by the products below
-  for (int64_t i = 0; i < G * D64; ++i) qsc[i] = qs[i] * scale;
-  const auto query = [&](int g, int64_t c) { return simd::load(qsc + g * D64 + c * simd::W); };
-#else
-  simd::V qv[G][C64];
-  for (int g = 0; g < G; ++g)
-    for (int64_t c = 0; c < C64; ++c) qv[g][c] = simd::mul(simd::load(qs + g * D64 + c * simd::W), simd::set1(scale));
-  const auto query = [&](int g, int64_t c) { return qv[g][c]; };
+struct Shape {
+  int64_t hq, hkv, groupsz, d, bs;
+  float scale;
+};
+
+// One query row's group of heads (kv head kvh) over its `ctx` positions through block table `row`.
+template <typename T>
+void attend_row(const Shape& s, const float* qs, const T* kp, const T* vp, const int64_t* row, int64_t kvh,
+                int64_t ctx, float* os, AlignedVector<float>& scores) {
+  const int64_t groupsz = s.groupsz, d = s.d, bs = s.bs, hkv = s.hkv;
+  scores.assign(groupsz * ctx, 0.0f);
+  bool fast = false;
+#if LLM_SIMD
+  fast = attn::scores_fast(d, groupsz, qs, kp, vp, row, bs, hkv, kvh, ctx, s.scale, scores.data());
 #endif
-  for (int64_t p0 = 0; p0 < ctx; p0 += bs) {  // block by block: no division per position
-    const T* base = kp + (row[p0 / bs] * bs * hkv + kvh) * D64;
-    const T* vbase = vp + (row[p0 / bs] * bs * hkv + kvh) * D64;
-    const char* next = p0 + bs < ctx ? reinterpret_cast<const char*>(kp + (row[p0 / bs + 1] * bs * hkv + kvh) * D64) : nullptr;
-    for (int64_t p = p0; p < std::min(ctx, p0 + bs); ++p) {
-      const T* k = base + (p - p0) * hkv * D64;
-      // The next block's key row and this position's value row (for the pass after the softmax,
-      // which then reads from cache: 30 layers at batch 64 and 192 positions from DRAM, 17-18.5 ->
-      // 14-16 ms on Sapphire Rapids), both into L2: L1's few miss buffers held the prefetches back
-      // (the same on 2 Zen 4 cores, best of 3 alternating runs: 16.1-17.9 -> 12.6-13.2 ms).
-      if (next) prefetch_row<T, _MM_HINT_T1>(next + (p - p0) * hkv * D64 * sizeof(T));
-      prefetch_row<T, _MM_HINT_T1>(reinterpret_cast<const char*>(vbase + (p - p0) * hkv * D64));
-      simd::V kv[C64];
-      for (int64_t c = 0; c < C64; ++c) kv[c] = simd::load(k + c * simd::W);
-      for (int g = 0; g < G; ++g) {
-        simd::V acc = simd::mul(query(g, 0), kv[0]);
-        for (int64_t c = 1; c < C64; ++c) acc = simd::fmadd(query(g, c), kv[c], acc);
-        scores[g * ctx + p] = simd::hsum(acc);
-      }
+  for (int64_t p = 0; p < ctx && !fast; ++p) {
+    const T* k = kp + ((row[p / bs] * bs + p % bs) * hkv + kvh) * d;
+    for (int64_t g = 0; g < groupsz; ++g) {
+      const float* qv = qs + g * d;
+      float dot = 0.0f;
+      int64_t j = 0;
+#if LLM_SIMD
+      simd::V acc = simd::zero();
+      for (; j + simd::W <= d; j += simd::W) acc = simd::fmadd(simd::load(qv + j), simd::load(k + j), acc);
+      dot = simd::hsum(acc);
+#endif
+      for (; j < d; ++j) dot += qv[j] * to_f(k[j]);
+      scores[g * ctx + p] = dot * s.scale;
+    }
+  }
+  softmax_heads(scores.data(), ctx, ctx, groupsz);
+#if LLM_SIMD
+  if (fast) return attn::values_fast(groupsz, scores.data(), vp, row, bs, hkv, kvh, ctx, ctx, os);
+#endif
+  std::fill(os, os + groupsz * d, 0.0f);
+  for (int64_t p = 0; p < ctx; ++p) {
+    const T* v = vp + ((row[p / bs] * bs + p % bs) * hkv + kvh) * d;
+    for (int64_t g = 0; g < groupsz; ++g) {
+      const float w = scores[g * ctx + p];
+      float* o = os + g * d;
+      int64_t j = 0;
+#if LLM_SIMD
+      const simd::V wv = simd::set1(w);
+      for (; j + simd::W <= d; j += simd::W) simd::store(o + j, simd::fmadd(wv, simd::load(v + j), simd::load(o + j)));
+#endif
+      for (; j < d; ++j) o[j] += w * to_f(v[j]);
     }
   }
 }
 
-// Columns c0 .. c0 + Cols of the group's outputs (each a sum over the context in position order,
-// however many columns a pass makes).
-template <int G, int Cols, typename T>
-void weighted_values_cols(const float* scores, const T* vp, const int64_t* row, int64_t bs, int64_t hkv,
-                          int64_t kvh, int64_t ctx, int64_t c0, float* os) {
-  simd::V o[G][Cols];
-  for (int g = 0; g < G; ++g)
-    for (int c = 0; c < Cols; ++c) o[g][c] = simd::zero();
-  for (int64_t p0 = 0; p0 < ctx; p0 += bs) {
-    const T* base = vp + (row[p0 / bs] * bs * hkv + kvh) * D64 + c0 * simd::W;
-    const char* next = p0 + bs < ctx ? reinterpret_cast<const char*>(vp + (row[p0 / bs + 1] * bs * hkv + kvh) * D64) : nullptr;
-    for (int64_t p = p0; p < std::min(ctx, p0 + bs); ++p) {
-      const T* v = base + (p - p0) * hkv * D64;
-      if (next && c0 == 0) prefetch_row<T>(next + (p - p0) * hkv * D64 * sizeof(T));
-      simd::V vv[Cols];
-      for (int c = 0; c < Cols; ++c) vv[c] = simd::load(v + c * simd::W);
-      for (int g = 0; g < G; ++g) {
-        const simd::V w = simd::set1(scores[g * ctx + p]);
-        for (int c = 0; c < Cols; ++c) o[g][c] = simd::fmadd(w, vv[c], o[g][c]);
-      }
-    }
-  }
-  for (int g = 0; g < G; ++g)
-    for (int c = 0; c < Cols; ++c) simd::store(os + g * D64 + (c0 + c) * simd::W, o[g][c]);
-}
-
-template <int G, typename T>
-void weighted_values_d64(const float* scores, const T* vp, const int64_t* row, int64_t bs, int64_t hkv,
-                         int64_t kvh, int64_t ctx, float* os) {
-  // accumulators a pass: every column on AVX-512 (G x 4 of 32 registers), at most 8 of AVX2's 16
-  constexpr int Cols = LLM_AVX512 ? static_cast<int>(C64) : (G == 1 ? 8 : G == 2 ? 4 : 2);
-  for (int64_t c0 = 0; c0 < C64; c0 += Cols) weighted_values_cols<G, Cols>(scores, vp, row, bs, hkv, kvh, ctx, c0, os);
-}
-
-// True when the fast path ran the group's scores (then `values` runs its output the same way).
+#if LLM_AVX512
+// Rows first .. first + n that share one block table (see the units in decode_impl): their scores
+// blocked (attention_rows.h), then each row's softmax and values as attend_row makes them.
 template <typename T>
-bool scores_fast(int64_t d, int64_t groupsz, const float* qs, const T* kp, const T* vp, const int64_t* row,
-                 int64_t bs, int64_t hkv, int64_t kvh, int64_t ctx, float scale, float* scores) {
-  if (d != D64) return false;
-  switch (groupsz) {
-    case 1: scores_d64<1>(qs, kp, vp, row, bs, hkv, kvh, ctx, scale, scores); return true;
-    case 2: scores_d64<2>(qs, kp, vp, row, bs, hkv, kvh, ctx, scale, scores); return true;
-    case 3: scores_d64<3>(qs, kp, vp, row, bs, hkv, kvh, ctx, scale, scores); return true;
-    case 4: scores_d64<4>(qs, kp, vp, row, bs, hkv, kvh, ctx, scale, scores); return true;
-    default: return false;
-  }
-}
-
-template <typename T>
-void values_fast(int64_t groupsz, const float* scores, const T* vp, const int64_t* row, int64_t bs, int64_t hkv,
-                 int64_t kvh, int64_t ctx, float* os) {
-  switch (groupsz) {
-    case 1: weighted_values_d64<1>(scores, vp, row, bs, hkv, kvh, ctx, os); break;
-    case 2: weighted_values_d64<2>(scores, vp, row, bs, hkv, kvh, ctx, os); break;
-    case 3: weighted_values_d64<3>(scores, vp, row, bs, hkv, kvh, ctx, os); break;
-    default: weighted_values_d64<4>(scores, vp, row, bs, hkv, kvh, ctx, os); break;
+void attend_rows(const Shape& s, const float* qp, const T* kp, const T* vp, const int64_t* table,
+                 const int64_t* ctxs, int64_t first, int64_t n, int64_t kvh, float* op, AlignedVector<float>& scores) {
+  const int64_t g = s.groupsz, d = s.d;
+  int64_t most = 0;
+  for (int64_t r = 0; r < n; ++r) most = std::max(most, ctxs[r]);
+  const int64_t ld = (most + simd::W - 1) / simd::W * simd::W;
+  scores.resize(n * g * ld);
+  const float* q0 = qp + (first * s.hq + kvh * g) * d;
+  attn::scores_rows(g, q0, s.hq * d, n, ctxs, kp, table, s.bs, s.hkv, kvh, s.scale, scores.data(), ld);
+  for (int64_t r = 0; r < n; ++r) {
+    float* sc = scores.data() + r * g * ld;
+    softmax_heads(sc, ld, ctxs[r], g);
+    attn::values_fast(g, sc, vp, table, s.bs, s.hkv, kvh, ctxs[r], ld, op + ((first + r) * s.hq + kvh * g) * d);
   }
 }
 #endif
+
+// The step's rows in work units: one row, or up to kUnitRows consecutive rows that read the same
+// blocks (a prefill chunk's tokens: the same table, each row one position longer), whose scores are
+// blocked. A run's units are listed last rows first: those see the most positions, so the pool's
+// chunks, claimed in order, start with the longest. Measured on a 2-core Zen 5 (bf16 cache, 9 query
+// and 3 kv heads), one layer: a 1,536-token prompt 12.9 -> 8.5 ms, a 128-token chunk after 1,408
+// cached 2.07 -> 1.32 ms, a 128-token prompt 0.115 -> 0.084 ms; units of 8, 16 or 64 rows within
+// a few percent of 32. A whole 1,536-token prefill, 128-token chunks: 856-880 -> 753-759 ms.
+constexpr int64_t kMinRunRows = 4, kUnitRows = 32;
+
+struct Unit {
+  int64_t first, rows;
+};
+
+std::vector<Unit> work_units(const int64_t* tab, const int64_t* len, int64_t b, int64_t width, int64_t bs,
+                             bool blocked) {
+  std::vector<Unit> units;
+  for (int64_t i = 0; i < b;) {
+    int64_t j = i + 1;
+    const auto same = [&](int64_t r) {
+      return std::memcmp(tab + r * width, tab + i * width, (len[r] + bs - 1) / bs * sizeof(int64_t)) == 0;
+    };
+    while (blocked && j < b && same(j)) ++j;
+    if (j - i < kMinRunRows) {
+      for (int64_t r = i; r < j; ++r) units.push_back({r, 1});
+    } else {
+      const int64_t tiles = (j - i + kUnitRows - 1) / kUnitRows, per = (j - i + tiles - 1) / tiles;
+      for (int64_t e = j; e > i; e -= per) units.push_back({std::max(i, e - per), std::min(per, e - i)});
+    }
+    i = j;
+  }
+  return units;
+}
 
 template <typename T>
 void decode_impl(const at::Tensor& q, const at::Tensor& kc, const at::Tensor& vc, const at::Tensor& tables,
                  const at::Tensor& lens, at::Tensor& out) {
-  const int64_t b = q.size(0), hq = q.size(1), d = q.size(2), bs = kc.size(1), hkv = kc.size(2);
-  const int64_t groupsz = hq / hkv, width = tables.size(1);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const int64_t b = q.size(0), hq = q.size(1), d = q.size(2), hkv = kc.size(2), width = tables.size(1);
+  const Shape s{hq, hkv, hq / hkv, d, kc.size(1), 1.0f / std::sqrt(static_cast<float>(d))};
   const float* qp = q.data_ptr<float>();
   const T *kp = kc.data_ptr<T>(), *vp = vc.data_ptr<T>();
   const int64_t *tab = tables.data_ptr<int64_t>(), *len = lens.data_ptr<int64_t>();
   float* op = out.data_ptr<float>();
-  // From 4 sequences on, a chunk is one sequence's kv heads: their rows interleave in each block, so
-  // the lines one head's pass brings into this core's L2 serve the next head's (measured on a 2-core
+  const bool blocked = LLM_AVX512 && d == 64 && s.groupsz <= 4 && s.bs % 16 == 0;
+  const std::vector<Unit> units = work_units(tab, len, b, width, s.bs, blocked);
+  const int64_t n = static_cast<int64_t>(units.size());
+  // From 4 units on, a chunk is one unit's kv heads: their rows interleave in each block, so the
+  // lines one head's pass brings into this core's L2 serve the next head's (measured on a 2-core
   // Sapphire Rapids at batch 64 and 192 positions: 0.63 -> 0.52 ms a layer, against one head a chunk,
-  // where the two cores each fetched every block). Fewer sequences keep a head a chunk, so both
-  // cores have work.
-  Pool::get().for_each(b * hkv, b >= 4 ? hkv : 1, [&](int64_t begin, int64_t end) {
+  // where the two cores each fetched every block). Fewer units keep a head a chunk, so both cores
+  // have work.
+  Pool::get().for_each(n * hkv, n >= 4 ? hkv : 1, [&](int64_t begin, int64_t end) {
     AlignedVector<float> scores;
     for (int64_t task = begin; task < end; ++task) {
-      const int64_t seq = task / hkv, kvh = task % hkv, ctx = len[seq];
-      const float* qs = qp + (seq * hq + kvh * groupsz) * d;  // the group's query heads, [groupsz, D]
-      scores.assign(groupsz * ctx, 0.0f);
-      const int64_t* row = tab + seq * width;  // the sequence's block table
-      bool fast = false;
-#if LLM_SIMD
-      fast = scores_fast(d, groupsz, qs, kp, vp, row, bs, hkv, kvh, ctx, scale, scores.data());
-#endif
-      for (int64_t p = 0; p < ctx && !fast; ++p) {
-        const int64_t slot = tab[seq * width + p / bs] * bs + p % bs;
-        const T* k = kp + (slot * hkv + kvh) * d;
-        for (int64_t g = 0; g < groupsz; ++g) {
-          const float* qv = qs + g * d;
-          float dot = 0.0f;
-          int64_t j = 0;
-#if LLM_SIMD
-          simd::V acc = simd::zero();
-          for (; j + simd::W <= d; j += simd::W) acc = simd::fmadd(simd::load(qv + j), simd::load(k + j), acc);
-          dot = simd::hsum(acc);
-#endif
-          for (; j < d; ++j) dot += qv[j] * to_f(k[j]);
-          scores[g * ctx + p] = dot * scale;
-        }
-      }
-      for (int64_t g = 0; g < groupsz; ++g) {  // softmax over the context
-        float* sc = scores.data() + g * ctx;
-        float mx = -std::numeric_limits<float>::infinity(), sum = 0.0f;
-        int64_t p = 0;
-#if LLM_SIMD
-        // the maximum a vector at a time: a scalar max is one dependent instruction a position
-        // (a quarter of decode attention's time at 192 positions, Sapphire Rapids)
-        simd::V mvec = simd::set1(mx);
-        for (; p + simd::W <= ctx; p += simd::W) mvec = simd::max(mvec, simd::load(sc + p));
-        mx = simd::hmax(mvec);
-#endif
-        for (; p < ctx; ++p) mx = std::max(mx, sc[p]);
-        p = 0;
-#if LLM_SIMD
-        const simd::V mv = simd::set1(mx);
-        simd::V sv = simd::zero();
-        for (; p + simd::W <= ctx; p += simd::W) {
-          const simd::V e = simd::exp(simd::sub(simd::load(sc + p), mv));
-          simd::store(sc + p, e);
-          sv = simd::add(sv, e);
-        }
-        sum = simd::hsum(sv);
-#endif
-        for (; p < ctx; ++p) sum += (sc[p] = std::exp(sc[p] - mx));
-        const float inv = 1.0f / sum;
-        for (int64_t p = 0; p < ctx; ++p) sc[p] *= inv;
-      }
-      float* os = op + (seq * hq + kvh * groupsz) * d;
-#if LLM_SIMD
-      if (fast) {
-        values_fast(groupsz, scores.data(), vp, row, bs, hkv, kvh, ctx, os);
+      const Unit u = units[task / hkv];
+      const int64_t kvh = task % hkv;
+#if LLM_AVX512
+      if (u.rows > 1) {
+        attend_rows(s, qp, kp, vp, tab + u.first * width, len + u.first, u.first, u.rows, kvh, op, scores);
         continue;
       }
 #endif
-      std::fill(os, os + groupsz * d, 0.0f);
-      for (int64_t p = 0; p < ctx; ++p) {
-        const int64_t slot = tab[seq * width + p / bs] * bs + p % bs;
-        const T* v = vp + (slot * hkv + kvh) * d;
-        for (int64_t g = 0; g < groupsz; ++g) {
-          const float w = scores[g * ctx + p];
-          float* o = os + g * d;
-          int64_t j = 0;
-#if LLM_SIMD
-          const simd::V wv = simd::set1(w);
-          for (; j + simd::W <= d; j += simd::W) simd::store(o + j, simd::fmadd(wv, simd::load(v + j), simd::load(o + j)));
-#endif
-          for (; j < d; ++j) o[j] += w * to_f(v[j]);
-        }
-      }
+      const int64_t off = (u.first * hq + kvh * s.groupsz) * d;  // the group's query heads, [groupsz, D]
+      attend_row(s, qp + off, kp, vp, tab + u.first * width, kvh, len[u.first], op + off, scores);
     }
   });
 }

@@ -198,6 +198,30 @@ def test_a_prompt_chunks_rows_see_its_context_causally(
         torch.testing.assert_close(out[r], ref[0, :, 0], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(("hq", "hkv"), [(3, 3), (4, 2), (9, 3), (8, 2), (5, 1)])
+def test_rows_reading_the_same_blocks_get_the_bits_each_row_gets_alone(
+    dtype: torch.dtype, hq: int, hkv: int
+) -> None:
+    """Rows that read the same blocks have their scores made together (engine/csrc/attention_rows.h):
+    each must be bit for bit what it gets in a call of its own, however the rows fall into units: a
+    run longer than one unit, contexts that are no multiple of the vector width, rows sharing the
+    table out of order, a row of another table between them."""
+    gen = torch.Generator().manual_seed(hq * 10 + hkv)
+    bs = 16
+    kc, vc = (torch.randn(40, bs, hkv, 64, generator=gen).to(dtype) for _ in "kv")
+    chunk = torch.randperm(40, generator=gen)[:12]  # 192 positions, its blocks in no order
+    other = torch.tensor([3, 11, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0])
+    lens = torch.tensor([*range(60, 130), 5, 191, 17, 17, 3, 40, 9, 150, 151, 152, 153, 1])
+    tables = chunk.repeat(len(lens), 1)
+    tables[75] = other  # between rows 74 and 76 of the chunk's table
+    q = torch.randn(len(lens), hq, 64, generator=gen)
+    out = ops.paged_decode_attention(q, kc, vc, tables, lens)
+    for r in range(len(lens)):
+        alone = ops.paged_decode_attention(q[r : r + 1], kc, vc, tables[r : r + 1], lens[r : r + 1])
+        assert torch.equal(out[r], alone[0]), f"row {r}"
+
+
 def test_paged_decode_attention_refuses_a_context_longer_than_its_table() -> None:
     kc, vc = cache_pair(4, 4, 1, 16, torch.float32)
     q, table = torch.randn(1, 2, 16), torch.tensor([[0, 1]])
@@ -208,7 +232,7 @@ def test_paged_decode_attention_refuses_a_context_longer_than_its_table() -> Non
 
 
 def test_the_kernels_own_threads_give_bit_identical_results() -> None:
-    """Work is split by output tile and by (sequence, kv head): no sum crosses a chunk, so the
+    """Work is split by output tile and by (unit of rows, kv head): no sum crosses a chunk, so the
     pool's thread count cannot change a result, only how fast it comes."""
     gen = torch.Generator().manual_seed(7)
     parts = quantize_int4(torch.randn(3072, 576, generator=gen) * 0.05)
@@ -216,6 +240,7 @@ def test_the_kernels_own_threads_give_bit_identical_results() -> None:
     kc, vc = (torch.randn(64, 16, 3, 64, generator=gen) for _ in "kv")
     tables = torch.randperm(64, generator=gen)[:60].view(4, 15)
     lens, q = torch.tensor([240, 17, 100, 1]), torch.randn(4, 9, 64, generator=gen)
+    chunk_lens, chunk_q = torch.arange(150, 230), torch.randn(80, 9, 64, generator=gen)  # a prefill chunk
     before = ops.get_num_threads()
     try:
         results = []
@@ -223,9 +248,10 @@ def test_the_kernels_own_threads_give_bit_identical_results() -> None:
             ops.set_num_threads(threads)
             assert ops.get_num_threads() == threads
             attention = ops.paged_decode_attention(q, kc, vc, tables, lens)
-            results.append((ops.q4_linear(x, packed, 3072), attention))
+            chunk = ops.paged_decode_attention(chunk_q, kc, vc, tables[:1].repeat(80, 1), chunk_lens)
+            results.append((ops.q4_linear(x, packed, 3072), attention, chunk))
         for got in results[1:]:
-            assert torch.equal(got[0], results[0][0]) and torch.equal(got[1], results[0][1])
+            assert all(torch.equal(a, b) for a, b in zip(got, results[0], strict=True))
     finally:
         ops.set_num_threads(before)
 
