@@ -1,5 +1,11 @@
 """Worker spans join the generation's trace: the frontend passes W3C trace context to Triton,
-which exports its own spans over OTLP/HTTP to the same collector (a small receiver here)."""
+which exports its own spans over OTLP/HTTP to the same collector (a small receiver here).
+
+Triton 2.51 sometimes starts a trace of its own for a request whose stream overlaps another
+stream, its `traceparent` unread: 2 of 72 requests, 8 generations at a time (2026-12-06); a CI run
+failed here when the supervisor's first canary overlapped the test's request. So this test turns
+the canaries off (a probe interval longer than the test) and checks one request alone: that the
+frontend sends the context and Triton joins it. README.md says what that means for operators."""
 
 from __future__ import annotations
 
@@ -90,7 +96,11 @@ async def test_worker_spans_join_the_generation_trace(
     collector: Collector, tmp_path: Path, artifact_dir: Path
 ) -> None:
     cfg = platform_config(tmp_path / "control.sqlite")
-    cfg = replace(cfg, telemetry=TelemetrySettings(otlp_endpoint=collector.url))
+    cfg = replace(
+        cfg,
+        telemetry=TelemetrySettings(otlp_endpoint=collector.url),
+        frontend=replace(cfg.frontend, worker_probe_interval_s=3600.0),  # no canary beside ours
+    )
     platform = Platform(cfg, work_dir=tmp_path / "triton")
     await asyncio.to_thread(platform.start_workers)
     try:
@@ -111,9 +121,7 @@ async def test_worker_spans_join_the_generation_trace(
                     if s[2] == "generation" and gid in s[3].get("llm.generation_id", "")
                 ]
                 # this request's worker spans: Triton names the request id (the generation id) on
-                # its model span. The server traces more than this request: the supervisor sends a
-                # canary to a model silent for its probe interval (serving/probes.py), each canary
-                # a trace of its own, and a slow host has many silent intervals before and after
+                # its model span
                 ours = [
                     s
                     for s in collector.spans
