@@ -2,7 +2,8 @@
 which exports its own spans over OTLP/HTTP to the same collector (a small receiver here).
 
 Triton 2.51 sometimes starts a trace of its own for a request whose stream overlaps another
-stream, its `traceparent` unread: 2 of 72 requests, 8 generations at a time (2026-12-06); a CI run
+stream, its `traceparent` unread: 2 of 72 requests, 8 generations at a time, and 2 of 64 from the
+worker client alone, 8 streams at a time each with a traceparent of its own (2026-12-06); a CI run
 failed here when the supervisor's first canary overlapped the test's request. So this test turns
 the canaries off (a probe interval longer than the test) and checks one request alone: that the
 frontend sends the context and Triton joins it. README.md says what that means for operators."""
