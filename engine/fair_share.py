@@ -8,7 +8,8 @@ fair queuing over what each salt's chunks cost.
                      time, at most one chunk ahead.
     charge(salt, c)  a chunk of cost c (prompt-token equivalents, its attention included) / weight
 
-No torch, no clock: the scheduler (engine/scheduler.py) orders prefill candidates by `served`.
+No torch, no clock: the scheduler (engine/scheduler.py) orders prefill candidates by finish tags
+built on `served` (engine/prefill_order.py).
 """
 
 from __future__ import annotations

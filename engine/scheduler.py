@@ -11,9 +11,9 @@ under a prompt-token budget.
 Memory policies: `guaranteed_no_evict` reserves prompt + max output blocks at admission and never
 preempts; `max_utilization` allocates as sequences grow and, when the pool runs dry, preempts the
 lowest-priority, most recently admitted running sequence (its KV is recomputed later). Prefill
-work is ordered by tier, then by weighted fair share across cache salts, then by arrival; a step's
-first pick goes to a short prompt of the first tier (engine/prefill_order.py). No torch, no clock,
-no I/O.
+work is ordered by tier, then by each prompt's finish tag in weighted fair queuing across cache
+salts (a whole prompt the packet), then by arrival; a step's first pick goes to a short prompt of
+the first tier (engine/prefill_order.py). No torch, no clock, no I/O.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from contracts.capacity import blocks_for
 from contracts.tier import Tier
 from engine.fair_share import FairShare
 from engine.kv_cache_manager import KVCacheManager
-from engine.prefill_order import next_prefill, urgent
+from engine.prefill_order import finish_tag, next_prefill, urgent
 from engine.sequence import FinishReason, SeqStatus, Sequence
 from engine.step_budget import StepCost, charge_of, chunk_fit, prefill_budget
 
@@ -177,6 +177,8 @@ class Scheduler:
                     too_big.add(id(seq))
                     continue
                 n = started
+            if seq.finish_tag is None and self.fair_share:  # its place in prefill order, from now on
+                seq.finish_tag = finish_tag(seq, self.fair, cost)
             chunks.append(self._chunk(seq, n))
             scheduled.add(id(seq))
             charge = charge_of(cost, seq.num_computed_tokens, n)
@@ -236,7 +238,8 @@ class Scheduler:
         ]
         if admit and len(self.running) < self.max_num_seqs:
             candidates += [s for s in self.waiting if id(s) not in scheduled]
-        return next_prefill(candidates, self.fair if self.fair_share else None, short_only)
+        cost = None if self.max_num_batched_tokens else self.step_cost
+        return next_prefill(candidates, self.fair if self.fair_share else None, short_only, cost)
 
     def _grow(self, seq: Sequence, n: int, scheduled: set[int], preempted: list[str]) -> bool:
         """Room for n more tokens of a running sequence, preempting others (max_utilization) if
@@ -277,6 +280,7 @@ class Scheduler:
         self.running.remove(seq)
         self.kv.release_blocks(seq.id)
         seq.status = SeqStatus.WAITING
+        seq.finish_tag = None  # its prompt starts over, and takes its place again
         seq.num_preemptions += 1
         seq.num_computed_tokens = 0
         seq.matched_prefix = False

@@ -79,6 +79,7 @@ class Sequence:
     matched_prefix: bool = False  # prefix blocks referenced for the current residency
     num_preemptions: int = 0
     finish_reason: FinishReason | None = None
+    finish_tag: float | None = None  # its prompt's prefill order, fixed at its first chunk (prefill_order.py)
 
     @property
     def id(self) -> str:

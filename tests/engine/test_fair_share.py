@@ -1,4 +1,4 @@
-"""Start-time fair queuing of prefill work across cache salts, without a scheduler."""
+"""The weighted service of prefill work across cache salts, without a scheduler."""
 
 from __future__ import annotations
 

@@ -64,11 +64,23 @@ def test_weighted_fair_share_across_salts() -> None:
 def test_weights_skew_the_share() -> None:
     sched = make_scheduler(num_blocks=512, max_num_seqs=16, max_num_batched_tokens=16)
     for i in range(4):
-        sched.add(make_seq(f"a{i}", 16, max_out=1, salt="A", weight=3.0))
+        sched.add(make_seq(f"a{i}", 16, max_out=1, salt="A", weight=4.0))
         sched.add(make_seq(f"b{i}", 16, max_out=1, salt="B", weight=1.0))
     order = [run_step(sched).chunks[-1].seq.id for _ in range(6)]
-    # served/weight: A advances 16/3 per prompt, B 16; ties go to the earlier arrival
-    assert order == ["a0", "b0", "a1", "a2", "b1", "a3"]
+    # finish tags, served/weight once the prompt is charged: A's 4, 8, 12, 16, B's 16, 32; ties
+    # go to the earlier arrival
+    assert order == ["a0", "a1", "a2", "b0", "a3", "b1"]
+
+
+def test_whole_prompts_take_turns_across_salts_not_their_chunks() -> None:
+    """Two salts' prompts longer than a step: each is prefilled to its end before the other salt's
+    next one starts (its first token comes as soon as it can), and the salts still alternate."""
+    sched = make_scheduler(num_blocks=512, max_num_seqs=16, max_num_batched_tokens=16)
+    for i in range(2):
+        sched.add(make_seq(f"a{i}", 32, max_out=1, salt="A"))
+        sched.add(make_seq(f"b{i}", 32, max_out=1, salt="B"))
+    order = [run_step(sched).chunks[-1].seq.id for _ in range(8)]
+    assert order == ["a0", "a0", "b0", "b0", "a1", "a1", "b1", "b1"]
 
 
 def test_guaranteed_no_evict_reserves_at_admission_and_refuses_at_once() -> None:
@@ -139,31 +151,33 @@ LONG = SHORT_PROMPT_TOKENS + 1  # a document: not short
 
 
 def test_a_short_prompt_goes_first_even_when_its_own_salt_is_ahead_in_service() -> None:
-    """A's long document and B's are prefilling; A has the more service when A's short prompt
-    arrives. It is prefilled whole in the next step, and the documents share the rest of it."""
+    """A's document is prefilling, B's waits; A has the more service when A's short prompt
+    arrives. It is prefilled whole in the next step, and A's document keeps the rest of it: its
+    place was fixed at its first chunk, so the service A's short prompt takes does not put it
+    behind B's."""
     sched = make_scheduler(num_blocks=512, max_num_batched_tokens=16)
     sched.add(make_seq("docA", LONG, max_out=1, salt="A"))
     assert plan(run_step(sched)) == [("docA", 0, 16, False)]
-    sched.add(make_seq("docB", LONG, max_out=1, salt="B"))
-    assert plan(run_step(sched)) == [("docB", 0, 16, False)]
-    assert plan(run_step(sched)) == [("docA", 16, 16, False)]  # A: 32 served, B: 16
+    sched.add(make_seq("docB", LONG, max_out=1, salt="B"))  # B joins at 0: tags 513 and 513
+    assert plan(run_step(sched)) == [("docA", 16, 16, False)]  # ties: the shorter rest first
+    assert plan(run_step(sched)) == [("docA", 32, 16, False)]  # A: 48 served, B: 0
     sched.add(make_seq("shortA", 10, max_out=2, salt="A"))
-    assert plan(run_step(sched)) == [("shortA", 0, 10, True), ("docB", 16, 6, False)]
-    # then fair order again: B (22) is behind A (42)
-    assert plan(run_step(sched)) == [("shortA", 10, 1, True), ("docB", 22, 16, False)]
+    assert plan(run_step(sched)) == [("shortA", 0, 10, True), ("docA", 48, 6, False)]
+    assert plan(run_step(sched)) == [("shortA", 10, 1, True), ("docA", 54, 16, False)]
+    assert sched.fair.served("A") == 80 and sched.fair.served("B") == 0
 
 
 def test_one_short_prompt_a_step_goes_first_the_others_in_fair_order() -> None:
-    """A's stream of short prompts takes the first place of each step, not the whole budget: B's
-    long prompt, behind in service, keeps the rest of every step."""
+    """A's stream of short prompts takes the first place of each step, not the whole budget: once
+    A is ahead in service, B's document keeps the rest of every step."""
     sched = make_scheduler(num_blocks=512, max_num_batched_tokens=16)
-    sched.add(make_seq("docA", LONG, max_out=1, salt="A"))
-    run_step(sched)
-    sched.add(make_seq("docB", LONG, max_out=1, salt="B"))
-    run_step(sched)
-    assert plan(run_step(sched)) == [("docA", 16, 16, False)]  # A: 32 served, B: 16
+    sched.add(make_seq("early", 510, max_out=1, salt="A"))  # short: at most SHORT_PROMPT_TOKENS
+    while sched.has_unfinished():
+        run_step(sched)
+    sched.add(make_seq("docB", LONG, max_out=1, salt="B"))  # nobody backlogged: B joins at 0
+    assert plan(run_step(sched)) == [("docB", 0, 16, False)]  # its tag: 0 + 513
     for i in range(3):
-        sched.add(make_seq(f"a{i}", 6, max_out=1, salt="A"))
+        sched.add(make_seq(f"a{i}", 6, max_out=1, salt="A"))  # tags from 510 + 6 on
     for i in range(3):
         assert plan(run_step(sched)) == [(f"a{i}", 0, 6, True), ("docB", 16 + 10 * i, 10, False)]
 
@@ -194,11 +208,11 @@ def test_a_salt_returning_from_idle_joins_at_the_virtual_time() -> None:
     sched.add(make_seq("a", 160, max_out=1, salt="A"))
     for _ in range(5):
         run_step(sched)  # A: 80 tokens of service, still backlogged
-    sched.add(make_seq("c1", 160, max_out=1, salt="C"))
-    order = [plan(run_step(sched))[0][0] for _ in range(4)]
-    # C joins at the start of A's chunk in service (64), not at its old 16: it alternates with A
-    # instead of taking four chunks in a row
-    assert order == ["c1", "a", "c1", "a"]
+    sched.add(make_seq("c1", 100, max_out=1, salt="C"))
+    order = [plan(run_step(sched))[0][0] for _ in range(6)]
+    # C joins at the start of A's chunk in service (64), not at its old 16: c1's finish tag is
+    # 164, after a's 160, so a goes on to its end first (from 16, c1's 116 would have gone first)
+    assert order == ["a", "a", "a", "a", "a", "c1"]
 
 
 def test_every_running_sequence_decodes_whatever_the_prompt_budget() -> None:
