@@ -4,12 +4,14 @@
 //   k_cache, v_cache  [num_blocks, block_size, Hkv, D]   (one layer's; float32 or bfloat16)
 //   position p of a sequence lives in block table[p / block_size], slot p % block_size
 //   query head h reads kv head h / (Hq / Hkv)   (grouped-query attention, Hugging Face's repeat_kv)
+#include "attention_bf16.h"
 #include "attention_rows.h"
 #include "common.h"
 #include "pool.h"
 
 #include <algorithm>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace llm {
@@ -18,6 +20,15 @@ namespace {
 template <typename T>
 inline float to_f(T v) {
   return static_cast<float>(v);
+}
+
+// A bf16 cache on AVX-512 BF16: the dot-product paths (attention_bf16.h)
+template <typename T>
+constexpr bool kBf16Dots = LLM_BF16 && std::is_same_v<T, at::BFloat16>;
+
+template <typename T>
+inline const uint16_t* raw(const T* p) {
+  return reinterpret_cast<const uint16_t*>(p);
 }
 
 template <typename T>
@@ -94,6 +105,11 @@ void attend_row(const Shape& s, const float* qs, const T* kp, const T* vp, const
   const int64_t groupsz = s.groupsz, d = s.d, bs = s.bs, hkv = s.hkv;
   scores.assign(groupsz * ctx, 0.0f);
   bool fast = false;
+#if LLM_BF16
+  if constexpr (kBf16Dots<T>)
+    fast = attn::scores_fast_bf16(d, groupsz, qs, raw(kp), raw(vp), row, bs, hkv, kvh, ctx, s.scale, scores.data());
+  else
+#endif
 #if LLM_SIMD
   fast = attn::scores_fast(d, groupsz, qs, kp, vp, row, bs, hkv, kvh, ctx, s.scale, scores.data());
 #endif
@@ -113,6 +129,10 @@ void attend_row(const Shape& s, const float* qs, const T* kp, const T* vp, const
     }
   }
   softmax_heads(scores.data(), ctx, ctx, groupsz);
+#if LLM_BF16
+  if constexpr (kBf16Dots<T>)
+    if (fast) return attn::values_fast_bf16(groupsz, scores.data(), raw(vp), row, bs, hkv, kvh, ctx, ctx, os);
+#endif
 #if LLM_SIMD
   if (fast) return attn::values_fast(groupsz, scores.data(), vp, row, bs, hkv, kvh, ctx, ctx, os);
 #endif
@@ -144,11 +164,23 @@ void attend_rows(const Shape& s, const float* qp, const T* kp, const T* vp, cons
   const int64_t ld = (most + simd::W - 1) / simd::W * simd::W;
   scores.resize(n * g * ld);
   const float* q0 = qp + (first * s.hq + kvh * g) * d;
-  attn::scores_rows(g, q0, s.hq * d, n, ctxs, kp, table, s.bs, s.hkv, kvh, s.scale, scores.data(), ld);
+#if LLM_BF16
+  if constexpr (kBf16Dots<T>)
+    attn::scores_rows_bf16(g, q0, s.hq * d, n, ctxs, raw(kp), table, s.bs, s.hkv, kvh, s.scale, scores.data(), ld);
+  else
+#endif
+    attn::scores_rows(g, q0, s.hq * d, n, ctxs, kp, table, s.bs, s.hkv, kvh, s.scale, scores.data(), ld);
   for (int64_t r = 0; r < n; ++r) {
     float* sc = scores.data() + r * g * ld;
+    float* os = op + ((first + r) * s.hq + kvh * g) * d;
     softmax_heads(sc, ld, ctxs[r], g);
-    attn::values_fast(g, sc, vp, table, s.bs, s.hkv, kvh, ctxs[r], ld, op + ((first + r) * s.hq + kvh * g) * d);
+#if LLM_BF16
+    if constexpr (kBf16Dots<T>) {
+      attn::values_fast_bf16(g, sc, raw(vp), table, s.bs, s.hkv, kvh, ctxs[r], ld, os);
+      continue;
+    }
+#endif
+    attn::values_fast(g, sc, vp, table, s.bs, s.hkv, kvh, ctxs[r], ld, os);
   }
 }
 #endif
@@ -246,6 +278,8 @@ at::Tensor rope_store(const at::Tensor& qkv, const at::Tensor& cos, const at::Te
   else rope_store_impl<at::BFloat16>(qkv, cos, ssin, kc, vc, slots, hq, hkv, q);
   return q;
 }
+
+bool attention_bf16_dots() { return LLM_BF16; }
 
 at::Tensor paged_decode_attention(const at::Tensor& q, const at::Tensor& kc, const at::Tensor& vc,
                                   const at::Tensor& tables, const at::Tensor& lens) {

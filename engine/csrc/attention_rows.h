@@ -53,48 +53,61 @@ inline Lanes<G> leaf(const float* qs, const float* kt) {
   return a;
 }
 
+template <int G>
+struct F32Leaves {  // the leaves from fp32 queries and widened, transposed keys
+  const float* qs;
+  const float* kt;
+  template <int J>
+  Lanes<G> at() const { return leaf<G, J>(qs, kt); }
+};
+
 // The sum of leaves J, J + H, J + 2H, ... in hsum's tree: (J, J + W/2) first, up to H == 1 (all W).
-template <int G, int J, int H>
-inline Lanes<G> node(const float* qs, const float* kt) {
+template <int G, int J, int H, class Leaves>
+inline Lanes<G> node(const Leaves& leaves) {
   Lanes<G> a, b;
   if constexpr (2 * H == simd::W) {
-    a = leaf<G, J>(qs, kt);
-    b = leaf<G, J + H>(qs, kt);
+    a = leaves.template at<J>();
+    b = leaves.template at<J + H>();
   } else {
-    a = node<G, J, 2 * H>(qs, kt);
-    b = node<G, J + H, 2 * H>(qs, kt);
+    a = node<G, J, 2 * H>(leaves);
+    b = node<G, J + H, 2 * H>(leaves);
   }
   for (int g = 0; g < G; ++g) a.v[g] = simd::add(a.v[g], b.v[g]);
   return a;
+}
+
+// out[e * 16 + p] = element e of r[p]: a 16 x 16 transpose of 32-bit elements.
+inline void transpose16(__m512 r[16], float* out) {
+  __m512 t[16];
+  for (int p = 0; p < 16; p += 2) {  // per 128 bits: (r0[0], r1[0], r0[1], r1[1]) and elements 2, 3
+    t[p] = _mm512_unpacklo_ps(r[p], r[p + 1]);
+    t[p + 1] = _mm512_unpackhi_ps(r[p], r[p + 1]);
+  }
+  for (int p = 0; p < 16; p += 4) {  // u[p + e]: element e (of each 128 bits) of rows p .. p + 3
+    const auto lo = [&](int a, int b) { return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[a]), _mm512_castps_pd(t[b]))); };
+    const auto hi = [&](int a, int b) { return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[a]), _mm512_castps_pd(t[b]))); };
+    r[p] = lo(p, p + 2);
+    r[p + 1] = hi(p, p + 2);
+    r[p + 2] = lo(p + 1, p + 3);
+    r[p + 3] = hi(p + 1, p + 3);
+  }
+  for (int e = 0; e < 4; ++e) {  // element 4L + e lies in 128 bits L of r[e], r[4 + e], r[8 + e], r[12 + e]
+    const __m512 a = _mm512_shuffle_f32x4(r[e], r[4 + e], 0x88), b = _mm512_shuffle_f32x4(r[e], r[4 + e], 0xdd);
+    const __m512 x = _mm512_shuffle_f32x4(r[8 + e], r[12 + e], 0x88), y = _mm512_shuffle_f32x4(r[8 + e], r[12 + e], 0xdd);
+    _mm512_store_ps(out + e * 16, _mm512_shuffle_f32x4(a, x, 0x88));
+    _mm512_store_ps(out + (4 + e) * 16, _mm512_shuffle_f32x4(b, y, 0x88));
+    _mm512_store_ps(out + (8 + e) * 16, _mm512_shuffle_f32x4(a, x, 0xdd));
+    _mm512_store_ps(out + (12 + e) * 16, _mm512_shuffle_f32x4(b, y, 0xdd));
+  }
 }
 
 // kt[d * W + p] = key p's element d, for W keys `stride` elements apart (one kv head's rows of a block).
 template <typename T>
 inline void transpose_keys(const T* k, int64_t stride, float* kt) {
   for (int64_t c = 0; c < C64; ++c) {  // a 16 x 16 transpose for each 16 columns
-    __m512 r[16], t[16];
+    __m512 r[16];
     for (int p = 0; p < 16; ++p) r[p] = simd::load(k + p * stride + c * 16);
-    for (int p = 0; p < 16; p += 2) {  // per 128 bits: (r0[0], r1[0], r0[1], r1[1]) and elements 2, 3
-      t[p] = _mm512_unpacklo_ps(r[p], r[p + 1]);
-      t[p + 1] = _mm512_unpackhi_ps(r[p], r[p + 1]);
-    }
-    for (int p = 0; p < 16; p += 4) {  // u[p + e]: element e (of each 128 bits) of rows p .. p + 3
-      const auto lo = [&](int a, int b) { return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[a]), _mm512_castps_pd(t[b]))); };
-      const auto hi = [&](int a, int b) { return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[a]), _mm512_castps_pd(t[b]))); };
-      r[p] = lo(p, p + 2);
-      r[p + 1] = hi(p, p + 2);
-      r[p + 2] = lo(p + 1, p + 3);
-      r[p + 3] = hi(p + 1, p + 3);
-    }
-    for (int e = 0; e < 4; ++e) {  // element 4L + e lies in 128 bits L of r[e], r[4 + e], r[8 + e], r[12 + e]
-      const __m512 a = _mm512_shuffle_f32x4(r[e], r[4 + e], 0x88), b = _mm512_shuffle_f32x4(r[e], r[4 + e], 0xdd);
-      const __m512 x = _mm512_shuffle_f32x4(r[8 + e], r[12 + e], 0x88), y = _mm512_shuffle_f32x4(r[8 + e], r[12 + e], 0xdd);
-      float* col = kt + c * 16 * 16;
-      _mm512_store_ps(col + e * 16, _mm512_shuffle_f32x4(a, x, 0x88));
-      _mm512_store_ps(col + (4 + e) * 16, _mm512_shuffle_f32x4(b, y, 0x88));
-      _mm512_store_ps(col + (8 + e) * 16, _mm512_shuffle_f32x4(a, x, 0xdd));
-      _mm512_store_ps(col + (12 + e) * 16, _mm512_shuffle_f32x4(b, y, 0xdd));
-    }
+    transpose16(r, kt + c * 16 * 16);
   }
 }
 
@@ -117,7 +130,7 @@ void scores_rows_d64(const float* q0, int64_t qstride, int64_t n, const int64_t*
     transpose_keys(kp + ((table[p0 / bs] * bs + p0 % bs) * hkv + kvh) * D64, hkv * D64, kt);
     for (int64_t r = 0; r < n; ++r) {
       if (ctxs[r] <= p0) continue;
-      const Lanes<G> s = node<G, 0, 1>(qs.data() + r * G * D64, kt);
+      const Lanes<G> s = node<G, 0, 1>(F32Leaves<G>{qs.data() + r * G * D64, kt});
       for (int g = 0; g < G; ++g) simd::store(scores + (r * G + g) * ld + p0, s.v[g]);
     }
   }

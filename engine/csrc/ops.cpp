@@ -116,6 +116,7 @@ TORCH_LIBRARY(llm, m) {
       "rope_store(Tensor qkv, Tensor cos, Tensor signed_sin, Tensor(a!) k_cache, Tensor(b!) v_cache, "
       "Tensor slots, int num_heads, int num_kv_heads) -> Tensor");
   m.def("paged_decode_attention(Tensor q, Tensor k_cache, Tensor v_cache, Tensor tables, Tensor lens) -> Tensor");
+  m.def("attention_bf16_dots() -> bool", &llm::attention_bf16_dots);
   m.def("argmax_usable(Tensor logits) -> (Tensor, Tensor)");
   m.def("topk_indices(Tensor logits, int k) -> Tensor");
 }

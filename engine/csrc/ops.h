@@ -19,6 +19,7 @@ at::Tensor rope_store(const at::Tensor& qkv, const at::Tensor& cos, const at::Te
                       at::Tensor& vc, const at::Tensor& slots, int64_t hq, int64_t hkv);
 at::Tensor paged_decode_attention(const at::Tensor& q, const at::Tensor& kc, const at::Tensor& vc,
                                   const at::Tensor& tables, const at::Tensor& lens);
+bool attention_bf16_dots();  // a bf16 cache's attention runs on AVX-512 BF16 dot products (attention_bf16.h)
 std::tuple<at::Tensor, at::Tensor> argmax_usable(const at::Tensor& logits);
 at::Tensor topk_indices(const at::Tensor& logits, int64_t k);
 }  // namespace llm
