@@ -106,7 +106,8 @@ def test_max_utilization_preempts_lowest_priority_most_recent() -> None:
     preempted = [p for s in steps for p in s.preempted]
     assert preempted and preempted[0] == "new"
     assert new.status is SeqStatus.WAITING and new.num_computed_tokens == 0
-    assert old.status is SeqStatus.RUNNING
+    assert new.finish_tag is None  # its prompt starts over: its place is taken again at its first chunk
+    assert old.status is SeqStatus.RUNNING and old.finish_tag is not None
     assert sched.num_preemptions >= 1
     sched.kv.check()
 
