@@ -14,7 +14,8 @@ builds each step's candidates; this module only orders them). No torch, no clock
                    fixed when the prompt's first chunk is scheduled (`Sequence.finish_tag`; a
                    preempted sequence starts over): the salt's other prompts, served meanwhile,
                    do not push a document in service behind one that has not started. A salt's
-                   later prompts see all of its service, so a salt gets ahead by one prompt at most
+                   later prompts see all of its service, so in tag order a salt gets ahead by one
+                   prompt at most (the step's first pick, for a short prompt, aside)
     urgent         prompt-token equivalents of short interactive prompts still to prefill: what a
                    step's budget grows to hurry (engine/step_budget.py `hurry_budget`)
 """
