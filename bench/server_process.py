@@ -1,8 +1,9 @@
 """A peer's HTTP server as a child process on a loopback port, for a `with` block: started in its own
 process group (a server that forks workers, as vLLM does, is stopped whole), ready when a URL
-answers 200, stopped with SIGTERM to the server and then SIGKILL to anything left in its group.
-Its output goes to a log file, whose tail is shown when it fails to start; the peers are run so
-that they never log prompts or outputs."""
+answers 200, stopped with SIGTERM to the server and then SIGKILL to anything left in its group, and
+the shared memory its processes left in /dev/shm removed (bench/shm_leftovers.py). Its output goes
+to a log file, whose tail is shown when it fails to start; the peers are run so that they never log
+prompts or outputs."""
 
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ import time
 import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from bench import shm_leftovers
+
+SHM_SETTLE_S = 5.0  # how long a stop waits for killed processes to unmap what they left
 
 
 def free_port() -> int:
@@ -51,9 +56,11 @@ class LoopbackServer:
         self.start_timeout_s, self.stop_timeout_s = start_timeout_s, stop_timeout_s
         self.url = f"http://127.0.0.1:{port}"
         self.proc: subprocess.Popen[bytes] | None = None
+        self._shm_before: set[str] = set()
 
     def __enter__(self) -> LoopbackServer:
         self.log.parent.mkdir(parents=True, exist_ok=True)
+        self._shm_before = shm_leftovers.snapshot()
         with self.log.open("wb") as log:
             self.proc = subprocess.Popen(
                 self.argv,
@@ -102,3 +109,18 @@ class LoopbackServer:
             os.killpg(group, signal.SIGKILL)  # workers that outlived their leader, if any
         self.proc.wait()
         self.proc = None
+        self._remove_shm_leftovers()
+
+    def _remove_shm_leftovers(self) -> None:
+        """Removes the shared memory the server's processes left; the processes SIGKILL stopped
+        may take a moment to unmap theirs."""
+        deadline = time.monotonic() + SHM_SETTLE_S
+        removed = shm_leftovers.remove_leftovers(self._shm_before)
+        while time.monotonic() < deadline and shm_leftovers.snapshot() - self._shm_before - set(removed):
+            time.sleep(0.1)
+            removed += shm_leftovers.remove_leftovers(self._shm_before | set(removed))
+        if removed:
+            print(
+                f"{self.name}: removed {len(removed)} shared-memory files its processes left in /dev/shm",
+                flush=True,
+            )

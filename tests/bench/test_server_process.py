@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 
 from bench.server_process import LoopbackServer, free_port
+from tests.bench.fake_servers import SERVE_200
 
 # A server that forks a child (as vLLM starts its engine), writes both pids, then serves 200s.
-FORKING_SERVER = """
+FORKING_SERVER = (
+    """
 import http.server, os, sys
 child = os.fork()
 if child == 0:
@@ -21,13 +23,9 @@ if child == 0:
     while True:
         time.sleep(1)
 open(sys.argv[2], "w").write(f"{os.getpid()} {child}")
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200); self.end_headers()
-    def log_message(self, *a):
-        pass
-http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 """
+    + SERVE_200
+)
 
 
 def alive(pid: int) -> bool:
