@@ -13,6 +13,8 @@ from __future__ import annotations
 import importlib
 import sys
 
+from bench.server_process import exit_on_sigterm
+
 SUITES = {
     "engine": "bench.engine",
     "billing": "bench.billing",
@@ -32,6 +34,7 @@ def main() -> int:
     if len(sys.argv) < 2 or sys.argv[1] not in SUITES:
         print(f"usage: python -m bench {{{'|'.join(SUITES)}}} [options]", file=sys.stderr)
         return 2
+    exit_on_sigterm()  # a benchmark stopped by `timeout` stops the servers it started
     module = importlib.import_module(SUITES[sys.argv[1]])
     sys.argv = [f"bench {sys.argv[1]}", *sys.argv[2:]]
     result: int = module.main()

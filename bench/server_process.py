@@ -22,6 +22,17 @@ from bench import shm_leftovers
 SHM_SETTLE_S = 5.0  # how long a stop waits for killed processes to unmap what they left
 
 
+def exit_on_sigterm() -> None:
+    """SIGTERM (`timeout`, `kill`) ends this process as SystemExit(143), so its `with` blocks unwind
+    and every server it started is stopped. By default the signal ends the process on the spot, and
+    a server in its own session (start_new_session) lives on as an orphan, with its memory and CPU."""
+
+    def _exit(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _exit)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

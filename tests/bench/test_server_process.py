@@ -4,6 +4,8 @@ too), and a server that dies at start reported with its log."""
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -12,6 +14,8 @@ import pytest
 
 from bench.server_process import LoopbackServer, free_port
 from tests.bench.fake_servers import SERVE_200
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # A server that forks a child (as vLLM starts its engine), writes both pids, then serves 200s.
 FORKING_SERVER = (
@@ -56,3 +60,44 @@ def test_a_server_that_exits_at_start_is_reported_with_its_log(tmp_path: Path) -
     with pytest.raises(RuntimeError, match="fake exited with 3; its log ends:\nno model here"), server:
         pass
     assert server.proc is None
+
+
+# A benchmark holding a peer server, as `python -m bench` runs one (exit_on_sigterm first).
+BENCH_HOLDING_A_SERVER = """
+import sys, time
+from bench.server_process import LoopbackServer, exit_on_sigterm
+if sys.argv[4] == "handled":
+    exit_on_sigterm()
+port, pids, log = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+server = [sys.executable, "-c", sys.argv[5], str(port), pids]
+with LoopbackServer("fake", server, port, "/health", __import__("pathlib").Path(log), start_timeout_s=30):
+    print("up", flush=True)
+    time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("handled", [True, False], ids=["exit_on_sigterm", "default"])
+def test_a_benchmark_ended_by_sigterm_stops_the_servers_it_started(tmp_path: Path, handled: bool) -> None:
+    port, pids = free_port(), tmp_path / "pids"
+    mode = "handled" if handled else "default"
+    argv = [sys.executable, "-c", BENCH_HOLDING_A_SERVER, str(port), str(pids), str(tmp_path / "fake.log")]
+    bench = subprocess.Popen([*argv, mode, FORKING_SERVER], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    leader = child = 0
+    try:
+        assert bench.stdout is not None
+        assert "up\n" in iter(bench.stdout.readline, "")  # after LoopbackServer's "fake ready in ..."
+        leader, child = (int(p) for p in pids.read_text().split())
+        bench.send_signal(signal.SIGTERM)
+        assert bench.wait(timeout=60) == (143 if handled else -signal.SIGTERM)
+        if handled:  # stopped before the benchmark exited; the forked child is reaped by init
+            deadline = time.monotonic() + 30
+            while alive(child) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert not alive(leader) and not alive(child)
+        else:  # orphaned in their own session: nothing stops them
+            assert alive(leader) and alive(child)
+    finally:
+        bench.kill()
+        for pid in (leader, child):
+            if pid and alive(pid):
+                os.kill(pid, signal.SIGKILL)
