@@ -23,9 +23,9 @@ FORKING_SERVER = (
 import http.server, os, sys
 child = os.fork()
 if child == 0:
-    import time
+    import signal
     while True:
-        time.sleep(1)
+        signal.pause()  # until the group is killed
 open(sys.argv[2], "w").write(f"{os.getpid()} {child}")
 """
     + SERVE_200
@@ -64,7 +64,7 @@ def test_a_server_that_exits_at_start_is_reported_with_its_log(tmp_path: Path) -
 
 # A benchmark holding a peer server, as `python -m bench` runs one (exit_on_sigterm first).
 BENCH_HOLDING_A_SERVER = """
-import sys, time
+import signal, sys
 from bench.server_process import LoopbackServer, exit_on_sigterm
 if sys.argv[4] == "handled":
     exit_on_sigterm()
@@ -72,7 +72,7 @@ port, pids, log = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 server = [sys.executable, "-c", sys.argv[5], str(port), pids]
 with LoopbackServer("fake", server, port, "/health", __import__("pathlib").Path(log), start_timeout_s=30):
     print("up", flush=True)
-    time.sleep(600)
+    signal.pause()  # until the test's SIGTERM
 """
 
 

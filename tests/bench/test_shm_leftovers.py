@@ -76,7 +76,7 @@ if os.fork() == 0:
     m = mmap.mmap(fd, 4096)
     open(sys.argv[3], "w").write(name)
     while True:
-        time.sleep(1)
+        signal.pause()  # SIGTERM ignored: until the group's SIGKILL
 while not os.path.exists(sys.argv[3]):
     time.sleep(0.05)
 """
