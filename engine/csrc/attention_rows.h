@@ -14,7 +14,8 @@
 // tree, for W positions at once. A chunk's rows may be split in any groups, or none: each score is the
 // same (tests/engine/test_kernels.py checks every row against its own call).
 //
-// AVX-512 only: AVX2's 16 registers cannot hold a group's partial sums down the tree.
+// AVX-512 only: on AVX2 the same tree for 8 lanes keeps the bits and fits the registers, but measured
+// no faster than the row path on 2 Zen 4 cores (docs/benchmarks.md, 2026-12-06).
 #pragma once
 
 #include "attention_d64.h"
