@@ -1,5 +1,6 @@
 """Where a decode step's time goes: the engine in-process on the default model (a quantization
-scheme of it), at each batch size, every sequence decoding, under torch's profiler.
+scheme of it), at each batch size, every sequence decoding, under torch's profiler; and where the
+prefill step before them goes (batch x prompt tokens in one step), by the same categories.
 
     matmul      the projections (int4 gate_up with its fused SiLU x up) and the LM head (our q4/q8
                 kernels, or PyTorch's mm/linear)
@@ -60,12 +61,10 @@ def category(op: str) -> str | None:
     return "other ops"
 
 
-def profile_batch(
-    model: LlamaForCausalLM, batch: int, steps: int, prompt: int, kv_dtype: torch.dtype | None = None
-) -> dict[str, float]:
-    """Milliseconds per decode step by category, with `batch` sequences decoding after `prompt`
-    tokens each (prefilled in one step first, so every sequence decodes in every measured step),
-    and that prefill step's own milliseconds ("prefill", batch * prompt tokens)."""
+def _engine(
+    model: LlamaForCausalLM, batch: int, steps: int, prompt: int, kv_dtype: torch.dtype | None
+) -> Engine:
+    """An engine holding `batch` requests of `prompt` tokens each, 2 * steps + 2 tokens to make."""
     blocks = batch * ((prompt + 2 * steps + 2 + 15) // 16 + 1)
     config = EngineConfig(
         num_blocks=blocks, max_num_seqs=batch, max_num_batched_tokens=batch * prompt, kv_dtype=kv_dtype
@@ -74,6 +73,27 @@ def profile_batch(
     for i in range(batch):
         ids = tuple(100 + (i * 37 + j) % 20_000 for j in range(prompt))
         engine.add_request(EngineRequest(f"b{i}", ids, 2 * steps + 2))  # no stop ids: never early
+    return engine
+
+
+def _by_category(prof: profile, wall: float, steps: int) -> dict[str, float]:
+    """Milliseconds per step by category, "other ops" the rest of the wall time."""
+    spent: dict[str, float] = dict.fromkeys([*CATEGORIES, "other ops"], 0.0)
+    for event in prof.key_averages():
+        name = category(event.key)
+        if name is not None:
+            spent[name] += event.self_cpu_time_total / 1000 / steps
+    spent["other ops"] = max(0.0, wall - sum(v for k, v in spent.items() if k != "other ops"))
+    return spent
+
+
+def profile_batch(
+    model: LlamaForCausalLM, batch: int, steps: int, prompt: int, kv_dtype: torch.dtype | None = None
+) -> dict[str, float]:
+    """Milliseconds per decode step by category, with `batch` sequences decoding after `prompt`
+    tokens each (prefilled in one step first, so every sequence decodes in every measured step),
+    and that prefill step's own milliseconds ("prefill", batch * prompt tokens)."""
+    engine = _engine(model, batch, steps, prompt, kv_dtype)
     start = time.perf_counter()
     engine.step()  # the prefill, and every sequence's first token
     prefill = (time.perf_counter() - start) * 1000
@@ -90,13 +110,24 @@ def profile_batch(
     for _ in range(steps):
         engine.step()
     stacked = (time.perf_counter() - start) * 1000 / steps
-    spent: dict[str, float] = dict.fromkeys([*CATEGORIES, "other ops"], 0.0)
-    for event in prof.key_averages():
-        name = category(event.key)
-        if name is not None:
-            spent[name] += event.self_cpu_time_total / 1000 / steps
-    spent["other ops"] = max(0.0, wall - sum(v for k, v in spent.items() if k != "other ops"))
-    return {"step": wall, **spent, "stacked step": stacked, "prefill": prefill}
+    return {"step": wall, **_by_category(prof, wall, steps), "stacked step": stacked, "prefill": prefill}
+
+
+def profile_prefill(
+    model: LlamaForCausalLM, batch: int, prompt: int, kv_dtype: torch.dtype | None = None
+) -> dict[str, float]:
+    """Milliseconds of one step prefilling `batch` prompts of `prompt` tokens (a fresh engine's first
+    step, layer by layer), by category, and per prompt token ("ms a token")."""
+    engine = _engine(model, batch, 1, prompt, kv_dtype)
+    stacked, model.stacked = model.stacked, False
+    try:
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            start = time.perf_counter()
+            engine.step()
+            wall = (time.perf_counter() - start) * 1000
+    finally:
+        model.stacked = stacked
+    return {"step": wall, **_by_category(prof, wall, 1), "ms a token": wall / (batch * prompt)}
 
 
 def main() -> int:
@@ -138,7 +169,15 @@ def main() -> int:
     print("|" + " ---: |" * (len(heads) + 1))
     for b, r in results.items():
         print(f"| {b} | " + " | ".join(f"{r[h]:.1f}" for h in heads) + " |")
+    prefills = {b: profile_prefill(model, b, args.prompt, kv) for b in batches}
+    heads = ["step", *CATEGORIES, "other ops", "ms a token"]
+    print(f"\nms of the prefill step (batch x {args.prompt} prompt tokens, layer by layer), by category")
+    print("| batch | " + " | ".join(heads) + " |")
+    print("|" + " ---: |" * (len(heads) + 1))
+    for b, r in prefills.items():
+        print(f"| {b} | " + " | ".join(f"{r[h]:.{3 if h == 'ms a token' else 1}f}" for h in heads) + " |")
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"step-profile-{args.quantization}.json"
-    path.write_text(json.dumps({"isa": isa, "quantization": args.quantization, "steps": results}, indent=2))
+    record = {"isa": isa, "quantization": args.quantization, "steps": results, "prefill": prefills}
+    path.write_text(json.dumps(record, indent=2))
     return 0
