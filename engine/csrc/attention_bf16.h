@@ -8,14 +8,16 @@
 //            their keys) transposes W keys as pairs, kt[P * W + j] = key j's pair P, and makes the
 //            same leaves and the same tree (attention_rows.h), so every row gets the bits it gets
 //            alone.
-//   values   the softmax weights, fp32 as before, are rounded to bf16 a pair of positions at a time
-//            (a context of odd length ends in a weight of 0 against a value row of 0s); two value
-//            rows interleave into pairs, (v[p][d], v[p + 1][d]), with VPUNPCKLWD/HWD, which order
-//            each 128 bits' dims as 0-3 then 4-7: the outputs are put back in order once at the end.
+//   values   the softmax weights, fp32 as before, are split as the query is, into two bf16 parts a
+//            pair of positions at a time (a context of odd length ends in a weight of 0 against a
+//            value row of 0s), and each pair of value rows meets both parts; two value rows
+//            interleave into pairs, (v[p][d], v[p + 1][d]), with VPUNPCKLWD/HWD, which order each
+//            128 bits' dims as 0-3 then 4-7: the outputs are put back in order once at the end.
 //
-// What the rounding costs: a query rounds as the cache's keys already have (8 bits of mantissa),
-// a weight as well; FlashAttention rounds its weights the same way on GPUs. The quality gate
-// (tests/engine/test_quantized.py, bf16 cache) measures it on the model.
+// What the rounding costs: the cache's keys and values are bf16 already; a query and a weight keep
+// about 16 bits each. Weights rounded to one bf16 part, as FlashAttention rounds them on GPUs, cost
+// the quality gate (tests/engine/test_quantized.py, bf16 cache) a prompt of int8's 24 and one of
+// int4's on 2 Zen 4 cores (docs/architecture.md).
 #pragma once
 
 #include "attention_rows.h"
@@ -129,16 +131,23 @@ template <int G>
 void values_d64_bf16(const float* scores, const uint16_t* vp, const int64_t* row, int64_t bs, int64_t hkv,
                      int64_t kvh, int64_t ctx, int64_t ld, float* os) {
   const int64_t pairs = (ctx + 1) / 2, padded = (pairs + 15) / 16 * 16;
-  thread_local AlignedVector<uint32_t> weights;  // [G][padded]: the weights as bf16 pairs
-  weights.resize(G * padded);
+  thread_local AlignedVector<uint32_t> weights;  // [2][G][padded]: the weights as bf16 pairs, high then low parts
+  weights.resize(2 * G * padded);
   uint32_t* w = weights.data();
+  uint32_t* wl = w + G * padded;
+  const auto widen = [](__m256i b) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16)); };
   for (int g = 0; g < G; ++g)
     for (int64_t p = 0; p < 2 * padded; p += 32) {
       const auto part = [&](int64_t at) {
         const int64_t left = std::clamp<int64_t>(ctx - at, 0, 16);
         return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << left) - 1), scores + g * ld + at);
       };
-      _mm512_store_si512(w + g * padded + p / 2, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(part(p + 16), part(p))));
+      const __m512 a = part(p), b = part(p + 16);
+      const __m512i high = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(b, a));
+      const __m512 ra = _mm512_sub_ps(a, widen(_mm512_castsi512_si256(high)));
+      const __m512 rb = _mm512_sub_ps(b, widen(_mm512_extracti64x4_epi64(high, 1)));
+      _mm512_store_si512(w + g * padded + p / 2, high);
+      _mm512_store_si512(wl + g * padded + p / 2, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(rb, ra)));
     }
   __m512 o[G][4];
   for (int g = 0; g < G; ++g)
@@ -160,7 +169,8 @@ void values_d64_bf16(const float* scores, const uint16_t* vp, const int64_t* row
                             _mm512_unpacklo_epi16(a1, b1), _mm512_unpackhi_epi16(a1, b1)};
       for (int g = 0; g < G; ++g) {  // intrinsics: an asm product here kept the sums in memory
         const __m512i wv = _mm512_set1_epi32(static_cast<int32_t>(w[g * padded + p / 2]));
-        for (int c = 0; c < 4; ++c) o[g][c] = dot2(o[g][c], x[c], wv);
+        const __m512i wlv = _mm512_set1_epi32(static_cast<int32_t>(wl[g * padded + p / 2]));
+        for (int c = 0; c < 4; ++c) o[g][c] = dot2(dot2(o[g][c], x[c], wv), x[c], wlv);
       }
     }
   }
