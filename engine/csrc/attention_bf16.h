@@ -27,21 +27,26 @@
 namespace llm {
 namespace attn {
 
-// The group's G queries scaled, each as two bf16 parts, q = high + low (low = bf16(q - high)):
-// qb[4g + h] holds the high parts of head g's dims 32h .. 32h + 31, qb[4g + 2 + h] the low parts.
+// 32 floats (a, then b) as two bf16 parts, x = high + low (low = bf16(x - high)), each 32 bf16 in
+// order: pairs of consecutive elements in its 32-bit lanes.
+inline void split_bf16(__m512 a, __m512 b, __m512i& high, __m512i& low) {
+  const auto widen = [](__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); };
+  high = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(b, a));
+  const __m512 ra = _mm512_sub_ps(a, widen(_mm512_castsi512_si256(high)));
+  const __m512 rb = _mm512_sub_ps(b, widen(_mm512_extracti64x4_epi64(high, 1)));
+  low = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(rb, ra));
+}
+
+// The group's G queries scaled, each as two bf16 parts (split_bf16): qb[4g + h] holds the high
+// parts of head g's dims 32h .. 32h + 31, qb[4g + 2 + h] the low parts.
 template <int G>
 inline void split_queries(const float* qs, float scale, __m512i* qb) {
   const __m512 sv = _mm512_set1_ps(scale);
-  const auto widen = [](__m256i b) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16)); };
   for (int g = 0; g < G; ++g)
     for (int h = 0; h < 2; ++h) {
       const float* q = qs + g * D64 + 32 * h;
-      const __m512 a = _mm512_mul_ps(_mm512_loadu_ps(q), sv), b = _mm512_mul_ps(_mm512_loadu_ps(q + 16), sv);
-      const __m512i high = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(b, a));
-      const __m512 ra = _mm512_sub_ps(a, widen(_mm512_castsi512_si256(high)));
-      const __m512 rb = _mm512_sub_ps(b, widen(_mm512_extracti64x4_epi64(high, 1)));
-      qb[4 * g + h] = high;
-      qb[4 * g + 2 + h] = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(rb, ra));
+      split_bf16(_mm512_mul_ps(_mm512_loadu_ps(q), sv), _mm512_mul_ps(_mm512_loadu_ps(q + 16), sv), qb[4 * g + h],
+                 qb[4 * g + 2 + h]);
     }
 }
 
@@ -135,19 +140,16 @@ void values_d64_bf16(const float* scores, const uint16_t* vp, const int64_t* row
   weights.resize(2 * G * padded);
   uint32_t* w = weights.data();
   uint32_t* wl = w + G * padded;
-  const auto widen = [](__m256i b) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16)); };
   for (int g = 0; g < G; ++g)
     for (int64_t p = 0; p < 2 * padded; p += 32) {
       const auto part = [&](int64_t at) {
         const int64_t left = std::clamp<int64_t>(ctx - at, 0, 16);
         return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << left) - 1), scores + g * ld + at);
       };
-      const __m512 a = part(p), b = part(p + 16);
-      const __m512i high = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(b, a));
-      const __m512 ra = _mm512_sub_ps(a, widen(_mm512_castsi512_si256(high)));
-      const __m512 rb = _mm512_sub_ps(b, widen(_mm512_extracti64x4_epi64(high, 1)));
+      __m512i high, low;
+      split_bf16(part(p), part(p + 16), high, low);
       _mm512_store_si512(w + g * padded + p / 2, high);
-      _mm512_store_si512(wl + g * padded + p / 2, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(rb, ra)));
+      _mm512_store_si512(wl + g * padded + p / 2, low);
     }
   __m512 o[G][4];
   for (int g = 0; g < G; ++g)
