@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -70,8 +71,15 @@ class Stats:
 
 
 class Engine:
-    def __init__(self, model: LlamaForCausalLM, config: EngineConfig = EngineConfig()) -> None:
+    def __init__(
+        self,
+        model: LlamaForCausalLM,
+        config: EngineConfig = EngineConfig(),
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """`clock`: seconds, for short prompts' prefill deadlines (engine/step_budget.py)."""
         self.model = model
+        self._clock = clock
         self.config = config
         self.context_length = model.config.max_position_embeddings
         self.vocab_size = model.config.vocab_size
@@ -120,6 +128,7 @@ class Engine:
         seq = Sequence(
             request, next(self._arrivals), make_generator(request.sampling), list(request.prompt_ids)
         )
+        seq.admitted_s = self._clock()
         self.scheduler.add(seq)
         self._seqs[request.request_id] = seq
         self._prefix_query += seq.num_prompt_tokens
@@ -140,7 +149,7 @@ class Engine:
         outputs = [self._output(seq, ()) for seq in self._aborted]
         self._aborted.clear()
         started = time.perf_counter()
-        scheduled = self.scheduler.schedule()
+        scheduled = self.scheduler.schedule(self._clock())
         self._last_batch = scheduled.num_batched_tokens
         self.schedule_s += time.perf_counter() - started
         if scheduled.chunks:

@@ -18,6 +18,8 @@ builds each step's candidates; this module only orders them). No torch, no clock
                    prompt at most (the step's first pick, for a short prompt, aside)
     urgent         prompt-token equivalents of short interactive prompts still to prefill: what a
                    step's budget grows to hurry (engine/step_budget.py `hurry_budget`)
+    due            the same prompts' charges left and seconds to their deadlines, in deadline
+                   order (engine/step_budget.py `due_budget`)
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from collections.abc import Sequence as Seq
 from contracts.tier import Tier
 from engine.fair_share import FairShare
 from engine.sequence import Sequence
-from engine.step_budget import StepCost, charge_of
+from engine.step_budget import PREFILL_DEADLINE_S, StepCost, charge_of
 
 # A prompt of at most this many tokens is short: the first pick of every step. Interactive prompts
 # are tens to hundreds of tokens; documents, thousands. A budget measured on 2 cores is 16-32
@@ -74,3 +76,17 @@ def urgent(cost: StepCost, prefilling: Iterable[Sequence]) -> float:
         for s in prefilling
         if s.request.tier == Tier.INTERACTIVE and is_short(s)
     )
+
+
+def due(cost: StepCost, prefilling: Iterable[Sequence], now: float) -> list[tuple[float, float]]:
+    """(charge left, seconds to its deadline) of each short interactive prompt still to prefill
+    whose admission time is known, in deadline order: PREFILL_DEADLINE_S after its admission."""
+    timed = [
+        (s.admitted_s, s)
+        for s in prefilling
+        if s.request.tier == Tier.INTERACTIVE and is_short(s) and s.admitted_s is not None
+    ]
+    return [
+        (cost.chunk_charge(s.num_computed_tokens, s.num_uncomputed), at + PREFILL_DEADLINE_S - now)
+        for at, s in sorted(timed, key=lambda t: t[0])
+    ]

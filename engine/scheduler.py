@@ -25,7 +25,7 @@ from contracts.capacity import blocks_for
 from contracts.tier import Tier
 from engine.fair_share import FairShare
 from engine.kv_cache_manager import KVCacheManager
-from engine.prefill_order import finish_tag, next_prefill, urgent
+from engine.prefill_order import due, finish_tag, next_prefill, urgent
 from engine.sequence import FinishReason, SeqStatus, Sequence
 from engine.step_budget import StepCost, charge_of, chunk_fit, prefill_budget
 
@@ -133,7 +133,9 @@ class Scheduler:
 
     # --- one step -----------------------------------------------------------------------------
 
-    def schedule(self) -> SchedulerOutput:
+    def schedule(self, now: float | None = None) -> SchedulerOutput:
+        """The next step; `now`, on the clock of the sequences' `admitted_s`, sizes a measured
+        budget to prompts' deadlines (None: none)."""
         chunks: list[ScheduledChunk] = []
         preempted: list[str] = []
         scheduled: set[int] = set()
@@ -146,7 +148,7 @@ class Scheduler:
         # 2. prefill chunks, in fair order, over running sequences part-way through their prompt
         #    and waiting ones (admitted only while no memory was short this step); with a measured
         #    budget each chunk is charged for the context it attends over (step_budget.py)
-        left = float(self.prefill_budget(chunks))
+        left = float(self.prefill_budget(chunks, now))
         cost = None if self.max_num_batched_tokens else self.step_cost
         admit, prefilled = True, False
         too_big: set[int] = set()  # sequences whose next chunk is priced over what is left
@@ -209,16 +211,21 @@ class Scheduler:
                 self._remove_running(seq, FinishReason.LENGTH)
         return touched
 
-    def prefill_budget(self, decodes: list[ScheduledChunk]) -> int:
+    def prefill_budget(self, decodes: list[ScheduledChunk], now: float | None = None) -> int:
         """Prompt tokens this step may prefill beside `decodes`: grown while short interactive
-        prompts wait for their first token (step_budget.hurry_budget)."""
+        prompts wait for their first token (step_budget.hurry_budget), and as their deadlines near
+        (step_budget.due_budget; `now` None: no deadlines)."""
         cost = self.step_cost
         if self.max_num_batched_tokens or cost is None:
             return self.max_num_batched_tokens
         interactive = any(c.seq.request.tier == Tier.INTERACTIVE for c in decodes)
-        hurry = urgent(cost, self._prefilling())
+        prefilling = self._prefilling()
+        hurry = urgent(cost, prefilling)
+        deadlines = [] if now is None else due(cost, prefilling, now)
         batch_only = all(s.request.tier == Tier.BATCH for s in (*self.running, *self.waiting))
-        return prefill_budget(cost, len(decodes), interactive, urgent=hurry, batch_only=batch_only)
+        return prefill_budget(
+            cost, len(decodes), interactive, urgent=hurry, batch_only=batch_only, due=deadlines
+        )
 
     # --- helpers ------------------------------------------------------------------------------
 

@@ -170,3 +170,28 @@ def test_seeded_sampling_does_not_depend_on_the_rest_of_the_batch(model, prompts
     )
     assert len(alone) == 24
     assert crowded == alone
+
+
+def test_the_engine_clock_sets_a_short_prompts_prefill_deadline(model) -> None:
+    """The engine stamps each request with its clock at admission and schedules each step at the
+    clock's time: a 450-token interactive prompt beside four decodes is prefilled in hurried steps
+    of 80 tokens while its deadline is ahead, of 112 once the clock has passed it
+    (engine/step_budget.py; the cost here is given, not measured)."""
+    from engine.step_budget import PREFILL_DEADLINE_S, StepCost
+
+    cost = StepCost(fixed_s=0.007, per_decode_s=0.001, per_prefill_token_s=0.0007)
+    now = [100.0]
+
+    def first_chunk(late_by: float) -> int:
+        config = EngineConfig(num_blocks=256, max_num_batched_tokens=0, step_cost=cost)
+        engine = Engine(model, config, clock=lambda: now[0])
+        for i in range(4):
+            engine.add_request(EngineRequest(f"chat{i}", (100 + i, 200, 300, 400), 8))
+        engine.step()  # their prompts: four decodes from now on
+        engine.add_request(EngineRequest("late", tuple(range(1000, 1450)), 2))
+        now[0] += late_by
+        engine.step()
+        return engine.last_batch_tokens - 4
+
+    assert first_chunk(0.0) == 80
+    assert first_chunk(PREFILL_DEADLINE_S) == 112

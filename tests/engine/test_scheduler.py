@@ -343,3 +343,49 @@ def test_only_batch_tier_work_takes_the_longer_batch_step() -> None:
     sched.add(make_seq("bulk", 4000, max_out=1, tier=Tier.BATCH))
     sched.add(make_seq("doc", 4000, max_out=1, salt="u"))  # interactive work: the idle step's bound
     assert sched.schedule().num_batched_tokens == prefill_budget(cost, 0, interactive=False) == 112
+
+
+def test_short_interactive_prompts_are_due_in_admission_order() -> None:
+    """Each short interactive prompt with a known admission time is due PREFILL_DEADLINE_S after
+    it; batch-tier, long and untimed prompts have no deadline."""
+    from engine.prefill_order import due
+    from engine.step_budget import PREFILL_DEADLINE_S, StepCost
+
+    cost = StepCost(fixed_s=0.007, per_decode_s=0.001, per_prefill_token_s=0.0007)
+    seqs = {
+        "later": make_seq("later", 100),
+        "first": make_seq("first", 300),
+        "bulk": make_seq("bulk", 100, tier=Tier.BATCH),
+        "doc": make_seq("doc", SHORT_PROMPT_TOKENS + 1),
+        "untimed": make_seq("untimed", 100),
+    }
+    for name, at in (("later", 2.0), ("first", 1.0), ("bulk", 0.0), ("doc", 0.0)):
+        seqs[name].admitted_s = at
+    assert due(cost, seqs.values(), now=1.5) == [
+        (300.0, 1.0 + PREFILL_DEADLINE_S - 1.5),
+        (100.0, 2.0 + PREFILL_DEADLINE_S - 1.5),
+    ]
+
+
+def test_a_prompt_past_its_deadline_gets_the_late_step() -> None:
+    """Beside four interactive decodes a 450-token prompt is hurried in steps of 80 tokens; once
+    its deadline has passed, in steps of LATE_STEP objectives (112 tokens). Without a clock
+    (`now` None) there are no deadlines."""
+    from engine.step_budget import PREFILL_DEADLINE_S, StepCost
+
+    cost = StepCost(fixed_s=0.007, per_decode_s=0.001, per_prefill_token_s=0.0007)
+
+    def first_chunk(now: float | None) -> int:
+        sched = make_scheduler(num_blocks=2048, max_num_batched_tokens=0, step_cost=cost)
+        for i in range(4):
+            sched.add(make_seq(f"chat{i}", 4, max_out=8, salt=f"u{i}"))
+        run_step(sched)
+        late = make_seq("late", 450, max_out=2, salt="v")
+        late.admitted_s = 10.0
+        sched.add(late)
+        (chunk,) = [c for c in sched.schedule(now).chunks if c.seq.id == "late"]
+        return chunk.num_tokens
+
+    assert first_chunk(None) == 80
+    assert first_chunk(10.0) == 80  # 0.7 s left: the hurried steps prefill it in time
+    assert first_chunk(10.0 + PREFILL_DEADLINE_S) == 112
