@@ -18,8 +18,8 @@ builds each step's candidates; this module only orders them). No torch, no clock
                    prompt at most (the step's first pick, for a short prompt, aside)
     urgent         prompt-token equivalents of short interactive prompts still to prefill: what a
                    step's budget grows to hurry (engine/step_budget.py `hurry_budget`)
-    due            the same prompts' charges left and seconds to their deadlines, in deadline
-                   order (engine/step_budget.py `due_budget`)
+    due            the same prompts' charge left and the seconds to the earliest of their
+                   deadlines (engine/step_budget.py `due_budget`)
 """
 
 from __future__ import annotations
@@ -71,22 +71,23 @@ def finish_tag(seq: Sequence, fair: FairShare, cost: StepCost | None) -> float:
 
 def urgent(cost: StepCost, prefilling: Iterable[Sequence]) -> float:
     """Prompt-token equivalents (attention charged) of short interactive prompts left to prefill."""
-    return sum(
-        cost.chunk_charge(s.num_computed_tokens, s.num_uncomputed)
-        for s in prefilling
-        if s.request.tier == Tier.INTERACTIVE and is_short(s)
-    )
+    return sum(_left(cost, s) for s in _first_token_waits(prefilling))
 
 
-def due(cost: StepCost, prefilling: Iterable[Sequence], now: float) -> list[tuple[float, float]]:
-    """(charge left, seconds to its deadline) of each short interactive prompt still to prefill
-    whose admission time is known, in deadline order: PREFILL_DEADLINE_S after its admission."""
-    timed = [
-        (s.admitted_s, s)
-        for s in prefilling
-        if s.request.tier == Tier.INTERACTIVE and is_short(s) and s.admitted_s is not None
-    ]
-    return [
-        (cost.chunk_charge(s.num_computed_tokens, s.num_uncomputed), at + PREFILL_DEADLINE_S - now)
-        for at, s in sorted(timed, key=lambda t: t[0])
-    ]
+def due(cost: StepCost, prefilling: Iterable[Sequence], now: float) -> tuple[float, float] | None:
+    """(charge left, seconds to the earliest deadline) of the short interactive prompts with a
+    deadline, PREFILL_DEADLINE_S after the engine took them: those with a known `admitted_s` that
+    were never preempted (a preempted one recomputes what it already answered). None: none."""
+    timed = [s for s in _first_token_waits(prefilling) if s.admitted_s is not None and not s.num_preemptions]
+    if not timed:
+        return None
+    earliest = min(s.admitted_s for s in timed if s.admitted_s is not None)
+    return sum(_left(cost, s) for s in timed), earliest + PREFILL_DEADLINE_S - now
+
+
+def _first_token_waits(prefilling: Iterable[Sequence]) -> list[Sequence]:
+    return [s for s in prefilling if s.request.tier == Tier.INTERACTIVE and is_short(s)]
+
+
+def _left(cost: StepCost, seq: Sequence) -> float:
+    return cost.chunk_charge(seq.num_computed_tokens, seq.num_uncomputed)

@@ -4,8 +4,9 @@ under a prompt-token budget.
     schedule() -> SchedulerOutput: decodes of all running sequences first, then prefill chunks of
                                    up to the budget's prompt tokens, in fair order over running
                                    sequences part-way through their prompt and waiting ones; the
-                                   budget is fixed, or sized each step from the measured step cost
-                                   and the decodes it carries (engine/step_budget.py)
+                                   budget is fixed, or sized each step from the measured step cost,
+                                   the decodes it carries and the first tokens waited for, `now`
+                                   against their deadlines (engine/step_budget.py)
     update(output, sampled)      : advance num_computed_tokens, append tokens, finish, free blocks
 
 Memory policies: `guaranteed_no_evict` reserves prompt + max output blocks at admission and never
@@ -102,7 +103,10 @@ class Scheduler:
 
     def _prefilling(self) -> list[Sequence]:
         """Sequences with prompt still to compute: waiting ones and running ones part-way."""
-        return self.waiting + [s for s in self.running if s.num_uncomputed > 1]
+        return self.waiting + self._part_way()
+
+    def _part_way(self) -> list[Sequence]:
+        return [s for s in self.running if s.num_uncomputed > 1]
 
     def _match_prefix(self, seq: Sequence) -> None:
         """Takes references on the cached prefix now, so it cannot be evicted while waiting."""
@@ -219,9 +223,10 @@ class Scheduler:
         if self.max_num_batched_tokens or cost is None:
             return self.max_num_batched_tokens
         interactive = any(c.seq.request.tier == Tier.INTERACTIVE for c in decodes)
-        prefilling = self._prefilling()
-        hurry = urgent(cost, prefilling)
-        deadlines = [] if now is None else due(cost, prefilling, now)
+        # only prompts this step can prefill count: a waiting one needs a free running place
+        startable = self._prefilling() if len(self.running) < self.max_num_seqs else self._part_way()
+        hurry = urgent(cost, startable)
+        deadlines = None if now is None else due(cost, startable, now)
         batch_only = all(s.request.tier == Tier.BATCH for s in (*self.running, *self.waiting))
         return prefill_budget(
             cost, len(decodes), interactive, urgent=hurry, batch_only=batch_only, due=deadlines

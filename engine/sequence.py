@@ -80,7 +80,7 @@ class Sequence:
     num_preemptions: int = 0
     finish_reason: FinishReason | None = None
     finish_tag: float | None = None  # its prompt's prefill order, fixed at its first chunk (prefill_order.py)
-    admitted_s: float | None = None  # the engine's clock when it was admitted (None: no deadline)
+    admitted_s: float | None = None  # the engine clock at add_request, kept if preempted; None: no deadline
 
     @property
     def id(self) -> str:

@@ -27,9 +27,9 @@ left), the budget grows to what prefills them within TTFT_PREFILL_S (`hurry_budg
 staying within HURRY_STEP of the inter-token objective: a few longer steps for the decodes, not a
 missed first token. That plan is made afresh each step for what is left, so capped steps alone can
 run a long prompt past its objective, and a prompt's steps shrink as it is prefilled. So each short
-interactive prompt also has a deadline, PREFILL_DEADLINE_S after the engine admitted it: the budget
-grows to what prefills the prompts due, in deadline order, by their deadlines (`due_budget`), a
-step staying within LATE_STEP objectives. On 2 Zen 3 cores (1.3 ms a prompt token), a 449-token
+interactive prompt also has a deadline, PREFILL_DEADLINE_S after the engine took it: the budget
+grows to what prefills every prompt due by the earliest deadline (`due_budget`), a step staying
+within LATE_STEP objectives. On 2 Zen 3 cores (1.3 ms a prompt token), a 449-token
 prompt beside a decode took 11 capped steps of 75 ms, and its first token came 0.88-1.10 s after it
 was sent.
 
@@ -42,7 +42,6 @@ position `start` costing n * (1 + (start + n) * per_attended_s / per_prefill_tok
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 ITL_OBJECTIVE_S = 0.050  # the seed's interactive objective: p95 inter-token latency <= 50 ms
@@ -55,9 +54,9 @@ BATCH_STEP_S = 0.5  # the longest step when only batch-tier work is in the engin
 # its probes run on an idle engine, while under load the frontend and tritonserver share the cores.
 TTFT_PREFILL_S = 0.25
 HURRY_STEP = 1.5  # the longest step while hurrying a prompt, in inter-token objectives
-# A short interactive prompt's prefill ends within this of its admission to the engine, where steps
-# of up to LATE_STEP objectives allow it: of the 1 s first-token objective, the rest goes to the
-# frontend, the step in flight when the prompt arrives and the model's optimism under load.
+# A short interactive prompt's prefill is due this long after the engine took it; steps grow up to
+# LATE_STEP objectives to make it. Of the 1 s first-token objective, the rest goes to the frontend,
+# the step in flight when the prompt arrives and the model's optimism under load.
 PREFILL_DEADLINE_S = 0.7
 LATE_STEP = 2.0
 MIN_BUDGET, MAX_BUDGET, MULTIPLE = 16, 512, 16
@@ -98,12 +97,13 @@ def prefill_budget(
     itl_objective_s: float = ITL_OBJECTIVE_S,
     urgent: float = 0.0,
     batch_only: bool = False,
-    due: Iterable[tuple[float, float]] = (),
+    due: tuple[float, float] | None = None,
 ) -> int:
     """Prompt tokens this step may prefill beside `decodes` decodes (`interactive`: at least one
     of them is interactive-tier; `urgent`: prompt-token equivalents of short interactive prompts
-    still to prefill; `batch_only`: every sequence in the engine is batch-tier; `due`: (charge left,
-    seconds to its deadline) of each such prompt, in deadline order); see the module docstring."""
+    still to prefill; `batch_only`: every sequence in the engine is batch-tier; `due`: the charge
+    left of such prompts with a deadline and the seconds to the earliest one); see the module
+    docstring."""
     decoding = cost.seconds(decodes, 0)
     if interactive:
         step = max(itl_objective_s * HEADROOM, decoding * (1 + SLACK))
@@ -120,37 +120,37 @@ def hurry_budget(
     cost: StepCost, decodes: int, urgent: float, itl_objective_s: float = ITL_OBJECTIVE_S
 ) -> float:
     """Prompt tokens a step must prefill so that `urgent` prompt-token equivalents take at most
-    TTFT_PREFILL_S of steps like it, each beside `decodes` decodes: urgent / b steps of
-    (decoding + b * per_token) seconds, solved for b; bounded by a step of HURRY_STEP objectives
-    (0 when nothing is urgent)."""
-    if urgent <= 0:
-        return 0.0
-    decoding = cost.seconds(decodes, 0)
-    longest = max(HURRY_STEP * itl_objective_s - decoding, 0.0) / cost.per_prefill_token_s
-    spare = TTFT_PREFILL_S - urgent * cost.per_prefill_token_s  # the prefill's own time aside
-    if spare <= 0:
-        return longest
-    return min(longest, urgent * decoding / spare)
+    TTFT_PREFILL_S of steps like it, a step within HURRY_STEP objectives (`in_time`)."""
+    return in_time(cost, decodes, urgent, TTFT_PREFILL_S, HURRY_STEP * itl_objective_s)
 
 
 def due_budget(
-    cost: StepCost, decodes: int, due: Iterable[tuple[float, float]], itl_objective_s: float = ITL_OBJECTIVE_S
+    cost: StepCost, decodes: int, due: tuple[float, float] | None, itl_objective_s: float = ITL_OBJECTIVE_S
 ) -> float:
-    """Prompt tokens a step must prefill so that each prompt in `due` ((charge left, seconds to its
-    deadline), in deadline order) is prefilled by its deadline, after the ones due before it: their
-    charge c in c / b steps of (decoding + b * per_token) within its seconds s, so b = c * decoding /
-    (s - c * per_token); bounded by a step of LATE_STEP objectives, the bound itself once a
-    deadline can no longer be met (0 when nothing is due)."""
+    """Prompt tokens a step must prefill so that `due` = (charge left of every prompt with a
+    deadline, seconds to the earliest deadline) is prefilled by then, a step within LATE_STEP
+    objectives (`in_time`). All of it is counted against the earliest deadline, whatever order the
+    prompts are picked in (0 when nothing is due)."""
+    if due is None:
+        return 0.0
+    charge, seconds = due
+    return in_time(cost, decodes, charge, seconds, LATE_STEP * itl_objective_s)
+
+
+def in_time(cost: StepCost, decodes: int, charge: float, seconds: float, longest_step_s: float) -> float:
+    """Prompt tokens a step must prefill so that `charge` prompt-token equivalents take at most
+    `seconds` of steps like it, each beside `decodes` decodes: charge / b steps of (decoding + b *
+    per_token) seconds, solved for b. Bounded by a step of `longest_step_s`, which is also the
+    answer when `seconds` cannot be met; 0 when nothing is charged or the decodes alone fill the
+    bound."""
+    if charge <= 0:
+        return 0.0
     decoding = cost.seconds(decodes, 0)
-    longest = max(LATE_STEP * itl_objective_s - decoding, 0.0) / cost.per_prefill_token_s
-    need = charge = 0.0
-    for left, seconds in due:
-        charge += left
-        spare = seconds - charge * cost.per_prefill_token_s
-        if spare <= 0:
-            return longest
-        need = max(need, charge * decoding / spare)
-    return min(longest, need)
+    longest = max(longest_step_s - decoding, 0.0) / cost.per_prefill_token_s
+    spare = seconds - charge * cost.per_prefill_token_s  # the prefill's own time aside
+    if spare <= 0:
+        return longest
+    return min(longest, charge * decoding / spare)
 
 
 def charge_of(cost: StepCost | None, start: int, n: int) -> float:

@@ -128,24 +128,23 @@ def test_only_batch_work_may_take_a_longer_step() -> None:
 
 
 def test_nothing_due_adds_nothing() -> None:
-    assert due_budget(SLOW, 4, []) == 0.0
-    assert prefill_budget(SLOW, 4, interactive=True, due=[]) == 32
+    assert due_budget(SLOW, 4, None) == 0.0
+    assert prefill_budget(SLOW, 4, interactive=True, due=None) == prefill_budget(SLOW, 4, interactive=True)
 
 
-def test_a_prompt_due_gets_what_prefills_it_by_its_deadline() -> None:
+def test_what_is_due_gets_what_prefills_it_by_the_earliest_deadline() -> None:
     # 300 tokens with 0.5 s left: b steps of (0.011 + 0.0007 b) -> b = 300 * 0.011 / (0.5 - 0.21) = 11.4
-    assert due_budget(SLOW, 4, [(300.0, 0.5)]) == pytest.approx(300 * 0.011 / 0.29)
-    # a second prompt due later counts the first one's charge too: 500 tokens by 0.7 s
-    assert due_budget(SLOW, 4, [(300.0, 0.5), (200.0, 0.7)]) == pytest.approx(500 * 0.011 / 0.35)
-    # with 0.22 s left the 300 tokens need steps of 330 tokens: at most LATE_STEP objectives a step
-    longest = (LATE_STEP * 0.050 - 0.011) / 0.0007
-    assert due_budget(SLOW, 4, [(300.0, 0.22)]) == pytest.approx(longest)
+    assert due_budget(SLOW, 4, (300.0, 0.5)) == pytest.approx(300 * 0.011 / 0.29)
+    # 450 tokens with 0.365 s left: b = 450 * 0.011 / 0.05 = 99, past the hurried step's 91 tokens
+    assert due_budget(SLOW, 4, (450.0, 0.365)) == pytest.approx(99.0)
+    assert prefill_budget(SLOW, 4, interactive=True, urgent=450.0) == 80
+    assert prefill_budget(SLOW, 4, interactive=True, urgent=450.0, due=(450.0, 0.365)) == 96
 
 
 def test_a_deadline_past_or_out_of_reach_takes_the_longest_late_step() -> None:
     longest = (LATE_STEP * 0.050 - 0.011) / 0.0007  # 127 tokens, a 100 ms step
-    assert due_budget(SLOW, 4, [(300.0, -0.1)]) == pytest.approx(longest)
-    assert due_budget(SLOW, 4, [(300.0, 0.2)]) == pytest.approx(longest)  # 0.21 s of prefill alone
-    # past the hurried step's 80 tokens: 127 -> 112
-    assert prefill_budget(SLOW, 4, interactive=True, urgent=450.0, due=[(450.0, 0.2)]) == 112
-    assert due_budget(SLOW, 150, [(300.0, 0.2)]) == 0.0  # decodes alone past the bound: no more
+    assert due_budget(SLOW, 4, (300.0, -0.1)) == pytest.approx(longest)
+    assert due_budget(SLOW, 4, (300.0, 0.2)) == pytest.approx(longest)  # 0.21 s of prefill alone
+    assert due_budget(SLOW, 4, (300.0, 0.22)) == pytest.approx(longest)  # would need 330 a step
+    assert prefill_budget(SLOW, 4, interactive=True, urgent=450.0, due=(450.0, 0.2)) == 112
+    assert due_budget(SLOW, 150, (300.0, 0.2)) == 0.0  # decodes alone past the bound: no more

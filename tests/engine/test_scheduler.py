@@ -345,9 +345,10 @@ def test_only_batch_tier_work_takes_the_longer_batch_step() -> None:
     assert sched.schedule().num_batched_tokens == prefill_budget(cost, 0, interactive=False) == 112
 
 
-def test_short_interactive_prompts_are_due_in_admission_order() -> None:
-    """Each short interactive prompt with a known admission time is due PREFILL_DEADLINE_S after
-    it; batch-tier, long and untimed prompts have no deadline."""
+def test_short_interactive_prompts_are_due_by_the_earliest_deadline() -> None:
+    """Every short interactive prompt taken at a known time and never preempted is due
+    PREFILL_DEADLINE_S after it: their charge together, against the earliest deadline. Batch-tier,
+    long, untimed and preempted prompts have none."""
     from engine.prefill_order import due
     from engine.step_budget import PREFILL_DEADLINE_S, StepCost
 
@@ -358,34 +359,48 @@ def test_short_interactive_prompts_are_due_in_admission_order() -> None:
         "bulk": make_seq("bulk", 100, tier=Tier.BATCH),
         "doc": make_seq("doc", SHORT_PROMPT_TOKENS + 1),
         "untimed": make_seq("untimed", 100),
+        "preempted": make_seq("preempted", 100),
     }
-    for name, at in (("later", 2.0), ("first", 1.0), ("bulk", 0.0), ("doc", 0.0)):
+    for name, at in (("later", 2.0), ("first", 1.0), ("bulk", 0.0), ("doc", 0.0), ("preempted", 0.0)):
         seqs[name].admitted_s = at
-    assert due(cost, seqs.values(), now=1.5) == [
-        (300.0, 1.0 + PREFILL_DEADLINE_S - 1.5),
-        (100.0, 2.0 + PREFILL_DEADLINE_S - 1.5),
-    ]
+    seqs["preempted"].num_preemptions = 1
+    assert due(cost, seqs.values(), now=1.5) == (400.0, 1.0 + PREFILL_DEADLINE_S - 1.5)
+    assert due(cost, [seqs["bulk"], seqs["untimed"]], now=1.5) is None
 
 
-def test_a_prompt_past_its_deadline_gets_the_late_step() -> None:
-    """Beside four interactive decodes a 450-token prompt is hurried in steps of 80 tokens; once
-    its deadline has passed, in steps of LATE_STEP objectives (112 tokens). Without a clock
-    (`now` None) there are no deadlines."""
-    from engine.step_budget import PREFILL_DEADLINE_S, StepCost
+def first_chunk_of_late(now: float | None, max_num_seqs: int = 8) -> dict[str, int]:
+    """Four interactive decodes and a document part-way through its prompt; then a 450-token
+    interactive prompt taken at 10.0 s. The tokens each prompt gets in the step at `now`."""
+    from engine.step_budget import StepCost
 
     cost = StepCost(fixed_s=0.007, per_decode_s=0.001, per_prefill_token_s=0.0007)
+    sched = make_scheduler(2048, max_num_seqs=max_num_seqs, max_num_batched_tokens=0, step_cost=cost)
+    for i in range(4):
+        sched.add(make_seq(f"chat{i}", 4, max_out=8, salt=f"u{i}"))
+    sched.add(make_seq("doc", 2000, max_out=2, salt="d"))
+    run_step(sched)  # the chats' prompts and the document's first chunk
+    late = make_seq("late", 450, max_out=2, salt="v")
+    late.admitted_s = 10.0
+    sched.add(late)
+    return {c.seq.id: c.num_tokens for c in sched.schedule(now).chunks if c.num_tokens > 1}
 
-    def first_chunk(now: float | None) -> int:
-        sched = make_scheduler(num_blocks=2048, max_num_batched_tokens=0, step_cost=cost)
-        for i in range(4):
-            sched.add(make_seq(f"chat{i}", 4, max_out=8, salt=f"u{i}"))
-        run_step(sched)
-        late = make_seq("late", 450, max_out=2, salt="v")
-        late.admitted_s = 10.0
-        sched.add(late)
-        (chunk,) = [c for c in sched.schedule(now).chunks if c.seq.id == "late"]
-        return chunk.num_tokens
 
-    assert first_chunk(None) == 80
-    assert first_chunk(10.0) == 80  # 0.7 s left: the hurried steps prefill it in time
-    assert first_chunk(10.0 + PREFILL_DEADLINE_S) == 112
+def test_a_prompt_gets_longer_steps_as_its_deadline_nears() -> None:
+    """Beside four interactive decodes a 450-token prompt is hurried in steps of 80 tokens while
+    its deadline is far (and with no clock); with 0.365 s left, 96 (what prefills it by then); past
+    it, LATE_STEP objectives' worth, 112."""
+    from engine.step_budget import PREFILL_DEADLINE_S
+
+    assert first_chunk_of_late(None) == {"late": 80}
+    assert first_chunk_of_late(10.0) == {"late": 80}
+    assert first_chunk_of_late(10.0 + PREFILL_DEADLINE_S - 0.365) == {"late": 96}
+    assert first_chunk_of_late(10.0 + PREFILL_DEADLINE_S) == {"late": 112}
+
+
+def test_a_prompt_that_cannot_start_does_not_lengthen_the_step() -> None:
+    """With no free running place the late prompt waits; neither its hurry nor its deadline grows
+    the step the document gets (the interactive decodes' 32 tokens)."""
+    from engine.step_budget import PREFILL_DEADLINE_S
+
+    assert first_chunk_of_late(10.0 + PREFILL_DEADLINE_S, max_num_seqs=5) == {"doc": 32}
+    assert first_chunk_of_late(10.0 + PREFILL_DEADLINE_S, max_num_seqs=6) == {"late": 112}
