@@ -78,11 +78,15 @@ def due(cost: StepCost, prefilling: Iterable[Sequence], now: float) -> tuple[flo
     """(charge left, seconds to the earliest deadline) of the short interactive prompts with a
     deadline, PREFILL_DEADLINE_S after the engine took them: those with a known `admitted_s` that
     were never preempted (a preempted one recomputes what it already answered). None: none."""
-    timed = [s for s in _first_token_waits(prefilling) if s.admitted_s is not None and not s.num_preemptions]
+    timed = [
+        (s.admitted_s, s)
+        for s in _first_token_waits(prefilling)
+        if s.admitted_s is not None and not s.num_preemptions
+    ]
     if not timed:
         return None
-    earliest = min(s.admitted_s for s in timed if s.admitted_s is not None)
-    return sum(_left(cost, s) for s in timed), earliest + PREFILL_DEADLINE_S - now
+    earliest = min(at for at, _ in timed)
+    return sum(_left(cost, s) for _, s in timed), earliest + PREFILL_DEADLINE_S - now
 
 
 def _first_token_waits(prefilling: Iterable[Sequence]) -> list[Sequence]:
