@@ -26,7 +26,7 @@ from contracts.tier import Tier
 from frontend.registry import ServedVersion
 from frontend.worker import TritonWorker, WorkerCapacityError, WorkerError, WorkerLost, WorkerRequest
 from frontend.worker_pool import WorkerHandle
-from serving.triton_host import TritonError
+from serving.triton_host import ModelNotReady, TritonError
 from serving.workers import LocalWorker
 
 CANARY_SALT = "canary"  # the canary's prefix-cache scope: no tenant's
@@ -114,13 +114,16 @@ class Canaries:
     _inflight: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # model -> in flight
     _sent: int = 0
 
-    def failure(self) -> str | None:
-        """Why a canary that ended since the last call failed, or None (the ended ones are done with)."""
+    def failure(self, wanted: Iterable[str]) -> str | None:
+        """Why a canary that ended since the last call failed, or None (the ended ones are done with).
+        Only the `wanted` models' canaries count: one sent just before its model began unloading
+        is refused by Triton, and says nothing about the worker."""
+        wanted = set(wanted)
         for model, task in list(self._inflight.items()):
             if task.done():
                 del self._inflight[model]
                 error = None if task.cancelled() else task.exception()
-                if error is not None:
+                if error is not None and model in wanted:
                     return f"model {model}: {error}"
         return None
 
@@ -160,20 +163,31 @@ class WorkerProbe:
         self._canaries = Canaries(self.handle.client, self.worker.worker_id, self.interval_s, self.timeout_s)
 
     async def failure(self) -> str | None:
-        """Why the worker must be restarted now, or None; starts the canaries that are due."""
-        failed = self._canaries.failure()
+        """Why the worker must be restarted now, or None; starts the canaries that are due.
+
+        A version leaves `worker.versions` before it is unloaded (serving/worker_set.py), and a
+        verdict counts only for the models the worker still serves once it is in: a readiness check
+        or a canary in flight as a retired version unloads finds it not ready, which is no failure."""
+        failed = self._canaries.failure(self._serving())
         if failed is not None:
             return failed
         now = self.clock()
         if now >= self._next_check:
             self._next_check = now + self.interval_s
-            models = [v.triton_model_name for _, v in self.worker.versions]
             try:
-                await asyncio.to_thread(self.worker.server.check, models)
+                await asyncio.to_thread(self.worker.server.check, list(self._serving()))
+            except ModelNotReady as e:
+                if e.model in self._serving():
+                    return str(e)
+                self._next_check = 0.0  # unloaded meanwhile: check the others on the next pass
             except TritonError as e:
                 return str(e)
         self._canaries.send_due(v for _, v in self.worker.versions)
         return None
+
+    def _serving(self) -> list[str]:
+        """The models the worker serves now."""
+        return [v.triton_model_name for _, v in self.worker.versions]
 
     async def reset(self) -> None:
         """Before and after a restart: no canary in flight, and every model counts as just seen."""

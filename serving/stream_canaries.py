@@ -45,13 +45,14 @@ class StreamCanaries:
                 book = self._books[worker_id] = Canaries(
                     handle.client, f"{self.name}-{worker_id}", self.interval_s, self.timeout_s
                 )
-            failed = book.failure()
+            versions = self.registry.versions
+            served = [versions[v] for v in handle.capacity if v in versions]
+            failed = book.failure(v.triton_model_name for v in served)  # not a version retired meanwhile
             if failed is not None:
                 log.warning("worker %s: %s; holding it back until it heartbeats again", worker_id, failed)
                 self.pool.lost(worker_id)
             if handle.active > 0 and handle.healthy:
-                versions = self.registry.versions
-                book.send_due(versions[v] for v in handle.capacity if v in versions)
+                book.send_due(served)
         for worker_id in set(self._books) - set(self.pool.workers):
             del self._books[worker_id]  # its canaries end with their timeout
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from serving.triton_host import (
+    ModelNotReady,
     TritonError,
     TritonInstall,
     assemble_backend_dir,
@@ -217,7 +218,7 @@ class TritonServer:
             self._check_identity(client)
             for name in models:
                 if not client.is_model_ready(name, client_timeout=PROBE_TIMEOUT_S):
-                    raise TritonError(f"model {name} is not ready")
+                    raise ModelNotReady(name)
         except InferenceServerException as e:
             raise TritonError(f"{self.grpc_url} did not answer: {e.message()}") from e
         finally:

@@ -14,6 +14,14 @@ class TritonError(Exception):
     """The Triton server could not be started or a model could not be loaded."""
 
 
+class ModelNotReady(TritonError):
+    """A probe found one of the server's models not ready."""
+
+    def __init__(self, model: str) -> None:
+        super().__init__(f"model {model} is not ready")
+        self.model = model
+
+
 @dataclass(slots=True, frozen=True)
 class TritonInstall:
     binary: Path

@@ -14,7 +14,7 @@ from frontend.settings import ModelSettings
 from frontend.worker import WorkerCapacityError, WorkerChunk, WorkerError, WorkerLost, WorkerRequest
 from frontend.worker_pool import WorkerHandle
 from serving.probes import CanaryFailed, WorkerProbe, canaries_drained, canary_request, send_canary
-from serving.triton_host import TritonError
+from serving.triton_host import ModelNotReady, TritonError
 from serving.workers import LocalWorker
 
 HANG = "hang"
@@ -66,9 +66,13 @@ class FakeServer:
     def __init__(self) -> None:
         self.problem = ""
         self.checked: list[list[str]] = []
+        self.unloading: LocalWorker | None = None  # its versions are retired while a check runs
 
     def check(self, models: list[str]) -> None:
         self.checked.append(models)
+        if self.unloading is not None:  # as serving/worker_set.py unload_everywhere does, then unloads
+            self.unloading.versions = []
+            raise ModelNotReady(models[0])
         if self.problem:
             raise TritonError(self.problem)
 
@@ -188,6 +192,37 @@ async def test_another_server_on_the_port_or_a_model_not_ready_fails_the_worker(
     server.problem = "127.0.0.1:8001 is answered by another server ('triton'), not this launch"
     probe = probe_of(FakeClient(Clock()), server)
     assert await probe.failure() == server.problem
+
+
+async def test_a_model_not_ready_fails_the_worker_only_while_the_worker_still_serves_it() -> None:
+    clock = Clock()
+    server = FakeServer()
+    probe = probe_of(FakeClient(clock), server)
+    server.unloading = probe.worker  # its version is retired while the check is in flight
+    assert await probe.failure() is None
+    assert server.checked == [["m--1"]]
+    server.unloading = None
+    assert await probe.failure() is None  # checked again at once, with no version left
+    assert server.checked == [["m--1"], []]
+
+    served = FakeServer()
+    served.unloading = probe_of(FakeClient(clock), served).worker  # another worker's versions change
+    probe = probe_of(FakeClient(clock), served)
+    assert await probe.failure() == "model m--1 is not ready"  # this one still serves m--1
+
+
+async def test_a_canary_refused_as_its_version_unloads_does_not_fail_the_worker() -> None:
+    clock = Clock()
+    client = FakeClient(clock, WorkerError("Request for unknown model: 'm--1' is not found"))
+    probe = probe_of(client, FakeServer())
+    clock.now = 5.0
+    assert await probe.failure() is None  # the canary goes out
+    await settle()
+    probe.worker.versions = []  # retired meanwhile (serving/worker_set.py unload_everywhere)
+    assert await probe.failure() is None
+    assert len(client.sent) == 1  # and no canary goes to a model the worker no longer serves
+    clock.now = 10.0
+    assert await probe.failure() is None and len(client.sent) == 1
 
 
 async def test_reset_drops_the_canaries_in_flight_and_counts_every_model_as_seen() -> None:
