@@ -4,6 +4,7 @@ the weights, sizes the step budget, builds the engine and runs the loop (torch_t
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -30,8 +31,8 @@ def start_worker(d: ModelDeployment, metrics_api: MetricsApi, log: Log) -> Worke
     The worker checks every file itself, whatever the frontend checked: it is the process that
     reads the weights, and a worker host may hold its own copy of the artifact. The hashing (which
     releases the GIL) runs beside the weights' load and the step cost; nothing is served, and the
-    loop does not start, before it has passed. Files recorded as verified (d.verified_dir) and
-    unchanged since are not hashed again."""
+    loop does not start, before it has passed; no step is timed beside it. Files recorded as
+    verified (d.verified_dir) and unchanged since are not hashed again."""
     if d.verified_dir:
         remember_checks_in(Path(d.verified_dir))
     manifest = read_manifest(d.artifact_dir)
@@ -39,7 +40,7 @@ def start_worker(d: ModelDeployment, metrics_api: MetricsApi, log: Log) -> Worke
         raise ValueError(f"artifact version {manifest.version} != configured {d.version}")
     with ThreadPoolExecutor(1, thread_name_prefix="verify") as hashing:
         checked = hashing.submit(verify, d.artifact_dir)
-        adapter, torch_thread, loaded = _load(d, manifest, metrics_api, log)
+        adapter, torch_thread, loaded = _load(d, manifest, metrics_api, log, checked.result)
         if checked.result() != manifest:  # raises ArtifactIntegrityError on a mismatch
             raise ArtifactIntegrityError(f"{d.artifact_dir}: the manifest changed while the model loaded")
     adapter.start(torch_thread)
@@ -48,9 +49,10 @@ def start_worker(d: ModelDeployment, metrics_api: MetricsApi, log: Log) -> Worke
 
 
 def _load(
-    d: ModelDeployment, manifest: Manifest, metrics_api: MetricsApi, log: Log
+    d: ModelDeployment, manifest: Manifest, metrics_api: MetricsApi, log: Log, hashed: Callable[[], object]
 ) -> tuple[WorkerAdapter, TorchThread, str]:
-    """The adapter over a loaded model, not started, its torch thread, and what to log of it."""
+    """The adapter over a loaded model, not started, its torch thread, and what to log of it.
+    hashed: waits until the artifact's hashing, beside the weights' load, has ended."""
     dtype_name = resolve_dtype(d.dtype)
     dtype = DTYPES[dtype_name]
     threads = d.intra_op_threads or len(os.sched_getaffinity(0))
@@ -64,19 +66,20 @@ def _load(
     use_kernels = isa not in ("none", "scalar")
     # a configured budget is fixed; 0: each step's is sized from the cost measured here, or cached
     key: str | None = None
-    cached: StepCost | None = None
+    cached: step_cost_cache.Entry | None = None
     if not d.max_num_batched_tokens:
         key = step_cost_cache.cache_key(
             manifest.version_id, dtype_name, kv_dtype_name, d.kernels_library, threads, kernel_threads
         )
         cached = step_cost_cache.load(Path(d.step_cost_cache), key) if d.step_cost_cache else None
     measuring = key is not None and cached is None
-    with step_cost_cache.loading(Path(d.step_cost_cache) if d.step_cost_cache else None, measuring):
+    with step_cost_cache.loading(Path(d.step_cost_cache) if d.step_cost_cache else None, measuring) as hold:
         model = torch_thread.call(load_model, d.artifact_dir, dtype, None, use_kernels)
         cost = None
         if key is not None:
+            hashed()  # the hashing would slow the timed steps
             cost = torch_thread.call(
-                _step_cost, model, (dtype_name, kv_dtype_name), d.step_cost_cache, key, cached, log
+                _step_cost, model, (dtype_name, kv_dtype_name), d.step_cost_cache, key, cached, hold, log
             )
     config = EngineConfig(
         num_blocks=d.kv_cache_blocks,
@@ -117,20 +120,25 @@ def _step_cost(
     dtypes: tuple[str, str],
     cache: str,
     key: str,
-    cost: StepCost | None,
+    cached: step_cost_cache.Entry | None,
+    hold: step_cost_cache.Hold,
     log: Log,
 ) -> StepCost:
-    """This machine's step cost: `cost`, cached from an earlier load (then a warm-up step instead),
-    else measured by a few timed steps (which also warm the kernels up) and cached. dtypes: the
-    compute and the KV cache's."""
-    dtype = DTYPES[dtypes[0]]
-    origin = "cached"
-    if cost is None:
-        cost, origin = cost_model.measure(model, dtype, kv_dtype=DTYPES[dtypes[1]]), "measured"
-        if cache:
-            step_cost_cache.save(Path(cache), key, cost)
-    else:
-        cost_model.warm_up(model, dtype)
+    """This machine's step cost: the `cached` one, unless its reference step now runs faster (it was
+    measured on a busy host), else measured by a few timed steps (which also warm the kernels up)
+    and cached (serving/worker/step_cost_cache.py). dtypes: the compute and the KV cache's."""
+    dtype, kv_dtype = DTYPES[dtypes[0]], DTYPES[dtypes[1]]
+    hold.exclusive()  # already, when measuring: no step is timed beside another version's load
+    if cached is not None:
+        cost_model.warm_up(model, dtype)  # the first touch, before the reference step is timed
+    entry, origin = step_cost_cache.resolve(
+        cached,
+        lambda: cost_model.reference_step(model, dtype, kv_dtype),
+        lambda: cost_model.measure(model, dtype, kv_dtype=kv_dtype),
+    )
+    if cache and entry is not cached:
+        step_cost_cache.save(Path(cache), key, entry)
+    cost = entry.cost
     alone = step_budget.prefill_budget(cost, 1, interactive=True)
     log.log_info(
         f"step cost ({origin}) {cost.fixed_s * 1e3:.1f} ms + {cost.per_decode_s * 1e3:.2f} ms a decode + "

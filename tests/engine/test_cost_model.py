@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from engine.cost_model import fit, measure
+from engine.cost_model import fit, measure, reference_step
 from engine.step_budget import LATE_STEP, StepCost, due_budget, hurry_budget, prefill_budget
 
 
@@ -72,6 +72,17 @@ def test_measure_times_each_probe_with_the_injected_clock(artifact_dir) -> None:
     assert cost.per_decode_s == pytest.approx(0.5)
     # the best chunk (9) less what 16 tokens at position 0 take (1 + 16 / 16), per (token, key) pair
     assert cost.per_attended_s == pytest.approx(7 / (16 * 64))
+
+
+def test_the_reference_step_is_the_fastest_of_its_prefill_steps(artifact_dir) -> None:
+    import torch
+
+    from engine.weights import load_model
+
+    times = iter([0.0, 5.0, 10.0, 13.0, 20.0, 24.0])  # steps of 5, 3 and 4 seconds
+    model = load_model(artifact_dir, torch.float32)
+    assert reference_step(model, torch.float32, clock=lambda: next(times)) == 3.0
+    assert next(times, None) is None  # one bracketed step per repeat
 
 
 def test_a_chunk_is_cut_to_what_its_context_leaves_of_the_budget() -> None:
