@@ -59,3 +59,19 @@ async def test_a_failed_canary_holds_its_worker_back() -> None:
     assert {w: h.suspect_since is not None for w, h in pool.workers.items()} == {"dead": True, "hung": True}
     assert pool.routable(VERSION.version_id) == []
     await canaries.close()
+
+
+async def test_a_canary_refused_as_its_version_leaves_the_worker_holds_nothing_back() -> None:
+    clock = Clock()
+    retired = FakeClient(clock, WorkerLost("worker stream broke"))
+    pool, registry = fleet_pool(retired=retired)
+    pool.workers["retired"].active = 1
+    canaries = StreamCanaries(pool, registry, "f1", interval_s=2.0, timeout_s=0.01)
+    canaries.check()  # heard from just now: nothing due
+    clock.now = 2.0
+    canaries.check()
+    await until(lambda: retired.closed)  # failed, as a canary to a model being unloaded does
+    pool.workers["retired"].capacity = {}  # the worker's heartbeat no longer lists the version
+    canaries.check()
+    assert pool.workers["retired"].suspect_since is None and len(retired.sent) == 1
+    await canaries.close()
