@@ -36,6 +36,10 @@ class CanaryFailed(Exception):
     """The model did not answer the canary as a live model does (the message says how)."""
 
 
+class CanaryRefused(CanaryFailed):
+    """Triton refused the canary itself (a stopped stub, or a model not loaded or unloading)."""
+
+
 def canary_request(version: ServedVersion, request_id: str) -> WorkerRequest:
     return WorkerRequest(
         model=version.triton_model_name,
@@ -67,7 +71,7 @@ async def send_canary(client: TritonWorker, req: WorkerRequest, timeout_s: float
         pass  # refused for memory now: the engine loop answered
     except WorkerError as e:
         if wire.parse_refusal(str(e))[0] is None:  # Triton's error, not the worker's refusal
-            raise CanaryFailed(f"canary refused by Triton: {e}") from None
+            raise CanaryRefused(f"canary refused by Triton: {e}") from None
     except WorkerLost as e:
         raise CanaryFailed(f"canary stream lost: {e}") from None
     except TimeoutError:
@@ -114,16 +118,17 @@ class Canaries:
     _inflight: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # model -> in flight
     _sent: int = 0
 
-    def failure(self, wanted: Iterable[str]) -> str | None:
+    def failure(self, serving: Iterable[str]) -> str | None:
         """Why a canary that ended since the last call failed, or None (the ended ones are done with).
-        Only the `wanted` models' canaries count: one sent just before its model began unloading
-        is refused by Triton, and says nothing about the worker."""
-        wanted = set(wanted)
+        Triton's refusal counts only for a model the worker is `serving`: a canary sent just before
+        its model began unloading is refused, which says nothing about the worker. A canary left
+        unanswered or a broken stream always counts (a hung stub would hold its unload for ever)."""
+        serving = set(serving)
         for model, task in list(self._inflight.items()):
             if task.done():
                 del self._inflight[model]
                 error = None if task.cancelled() else task.exception()
-                if error is not None and model in wanted:
+                if error is not None and (model in serving or not isinstance(error, CanaryRefused)):
                     return f"model {model}: {error}"
         return None
 
@@ -166,8 +171,9 @@ class WorkerProbe:
         """Why the worker must be restarted now, or None; starts the canaries that are due.
 
         A version leaves `worker.versions` before it is unloaded (serving/worker_set.py), and a
-        verdict counts only for the models the worker still serves once it is in: a readiness check
-        or a canary in flight as a retired version unloads finds it not ready, which is no failure."""
+        not-ready verdict or Triton's refusal counts only for the models the worker still serves once
+        it is in: a readiness check or a canary in flight as a retired version unloads finds it not
+        ready, which is no failure."""
         failed = self._canaries.failure(self._serving())
         if failed is not None:
             return failed

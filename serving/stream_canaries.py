@@ -22,6 +22,7 @@ from frontend.worker_pool import WorkerPool
 from serving.probes import Canaries
 
 log = logging.getLogger(__name__)
+RETIRING = ("DRAINING", "RETIRED")  # a host unloads such a version once its generations ended
 
 
 class StreamCanaries:
@@ -47,7 +48,10 @@ class StreamCanaries:
                 )
             versions = self.registry.versions
             served = [versions[v] for v in handle.capacity if v in versions]
-            failed = book.failure(v.triton_model_name for v in served)  # not a version retired meanwhile
+            # Triton's refusal for a retiring version: its host is unloading it
+            failed = book.failure(
+                v.triton_model_name for v in served if self.registry.status(v.version_id) not in RETIRING
+            )
             if failed is not None:
                 log.warning("worker %s: %s; holding it back until it heartbeats again", worker_id, failed)
                 self.pool.lost(worker_id)

@@ -225,6 +225,20 @@ async def test_a_canary_refused_as_its_version_unloads_does_not_fail_the_worker(
     assert await probe.failure() is None and len(client.sent) == 1
 
 
+async def test_an_unanswered_canary_fails_the_worker_even_as_its_version_unloads() -> None:
+    clock = Clock()
+    client = FakeClient(clock, HANG)  # a hung stub would hold the version's unload for ever
+    probe = probe_of(client, FakeServer())
+    clock.now = 5.0
+    assert await probe.failure() is None
+    await settle()
+    probe.worker.versions = []
+    async with asyncio.timeout(30):  # the bound is against a hang only
+        while (failure := await probe.failure()) is None:
+            await asyncio.sleep(0.01)
+    assert "unanswered" in failure
+
+
 async def test_reset_drops_the_canaries_in_flight_and_counts_every_model_as_seen() -> None:
     clock = Clock()
     client = FakeClient(clock, HANG)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from frontend.registry import ModelRegistry
-from frontend.worker import WorkerLost
+from frontend.worker import WorkerError, WorkerLost
 from frontend.worker_pool import WorkerHandle, WorkerPool
 from serving.stream_canaries import StreamCanaries
 from tests.serving.test_probes import HANG, VERSION, Clock, FakeClient
@@ -61,17 +61,29 @@ async def test_a_failed_canary_holds_its_worker_back() -> None:
     await canaries.close()
 
 
-async def test_a_canary_refused_as_its_version_leaves_the_worker_holds_nothing_back() -> None:
+async def test_a_canary_refused_as_its_version_retires_holds_nothing_back() -> None:
     clock = Clock()
-    retired = FakeClient(clock, WorkerLost("worker stream broke"))
-    pool, registry = fleet_pool(retired=retired)
-    pool.workers["retired"].active = 1
+    refused = WorkerError("Request for unknown model: 'm--1' is not found")
+    retiring, serving = FakeClient(clock, refused), FakeClient(clock, refused)
+    pool, registry = fleet_pool(retiring=retiring)
+    pool.workers["retiring"].active = 1
+    registry.set_status(VERSION.version_id, "DRAINING")  # its host unloads it once its generations end
     canaries = StreamCanaries(pool, registry, "f1", interval_s=2.0, timeout_s=0.01)
     canaries.check()  # heard from just now: nothing due
     clock.now = 2.0
     canaries.check()
-    await until(lambda: retired.closed)  # failed, as a canary to a model being unloaded does
-    pool.workers["retired"].capacity = {}  # the worker's heartbeat no longer lists the version
+    await until(lambda: retiring.closed)  # refused, as a canary to a model being unloaded is
+    canaries.check()  # the worker's heartbeat still lists the version: the host unloads it first
+    assert pool.workers["retiring"].suspect_since is None
+    await canaries.close()
+
+    pool, registry = fleet_pool(serving=serving)  # the same refusal for a READY version
+    pool.workers["serving"].active = 1
+    canaries = StreamCanaries(pool, registry, "f1", interval_s=2.0, timeout_s=0.01)
     canaries.check()
-    assert pool.workers["retired"].suspect_since is None and len(retired.sent) == 1
+    clock.now = 4.0
+    canaries.check()
+    await until(lambda: serving.closed)
+    canaries.check()
+    assert pool.workers["serving"].suspect_since is not None
     await canaries.close()
