@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
 from engine import cost_model, kernels, step_budget
@@ -30,8 +30,9 @@ def start_worker(d: ModelDeployment, metrics_api: MetricsApi, log: Log) -> Worke
 
     The worker checks every file itself, whatever the frontend checked: it is the process that
     reads the weights, and a worker host may hold its own copy of the artifact. The hashing (which
-    releases the GIL) runs beside the weights' load and the step cost; nothing is served, and the
-    loop does not start, before it has passed; no step is timed beside it. Files recorded as
+    releases the GIL) runs beside the weights' load, once the step-cost lock is held (so never
+    beside another version's timed steps), and ends before this version's steps are timed;
+    nothing is served, and the loop does not start, before it has passed. Files recorded as
     verified (d.verified_dir) and unchanged since are not hashed again."""
     if d.verified_dir:
         remember_checks_in(Path(d.verified_dir))
@@ -39,8 +40,9 @@ def start_worker(d: ModelDeployment, metrics_api: MetricsApi, log: Log) -> Worke
     if manifest.version != d.version:
         raise ValueError(f"artifact version {manifest.version} != configured {d.version}")
     with ThreadPoolExecutor(1, thread_name_prefix="verify") as hashing:
-        checked = hashing.submit(verify, d.artifact_dir)
-        adapter, torch_thread, loaded = _load(d, manifest, metrics_api, log, checked.result)
+        adapter, torch_thread, loaded, checked = _load(
+            d, manifest, metrics_api, log, lambda: hashing.submit(verify, d.artifact_dir)
+        )
         if checked.result() != manifest:  # raises ArtifactIntegrityError on a mismatch
             raise ArtifactIntegrityError(f"{d.artifact_dir}: the manifest changed while the model loaded")
     adapter.start(torch_thread)
@@ -49,10 +51,14 @@ def start_worker(d: ModelDeployment, metrics_api: MetricsApi, log: Log) -> Worke
 
 
 def _load(
-    d: ModelDeployment, manifest: Manifest, metrics_api: MetricsApi, log: Log, hashed: Callable[[], object]
-) -> tuple[WorkerAdapter, TorchThread, str]:
-    """The adapter over a loaded model, not started, its torch thread, and what to log of it.
-    hashed: waits until the artifact's hashing, beside the weights' load, has ended."""
+    d: ModelDeployment,
+    manifest: Manifest,
+    metrics_api: MetricsApi,
+    log: Log,
+    hash_artifact: Callable[[], Future[Manifest]],
+) -> tuple[WorkerAdapter, TorchThread, str, Future[Manifest]]:
+    """The adapter over a loaded model, not started, its torch thread, what to log of it, and the
+    artifact's hashing (`hash_artifact` starts it, beside the weights' load)."""
     dtype_name = resolve_dtype(d.dtype)
     dtype = DTYPES[dtype_name]
     threads = d.intra_op_threads or len(os.sched_getaffinity(0))
@@ -74,10 +80,11 @@ def _load(
         cached = step_cost_cache.load(Path(d.step_cost_cache), key) if d.step_cost_cache else None
     measuring = key is not None and cached is None
     with step_cost_cache.loading(Path(d.step_cost_cache) if d.step_cost_cache else None, measuring) as hold:
+        checked = hash_artifact()
         model = torch_thread.call(load_model, d.artifact_dir, dtype, None, use_kernels)
         cost = None
         if key is not None:
-            hashed()  # the hashing would slow the timed steps
+            wait([checked])  # the hashing would slow the timed steps (its verdict is start_worker's)
             cost = torch_thread.call(
                 _step_cost, model, (dtype_name, kv_dtype_name), d.step_cost_cache, key, cached, hold, log
             )
@@ -112,7 +119,7 @@ def _load(
         f"{threads} intra-op threads, kernels {isa} on {kernel_threads} threads"
         f"{'' if model.fused else ', eager steps'})"
     )
-    return adapter, torch_thread, loaded
+    return adapter, torch_thread, loaded, checked
 
 
 def _step_cost(
@@ -129,6 +136,8 @@ def _step_cost(
     and cached (serving/worker/step_cost_cache.py). dtypes: the compute and the KV cache's."""
     dtype, kv_dtype = DTYPES[dtypes[0]], DTYPES[dtypes[1]]
     hold.exclusive()  # already, when measuring: no step is timed beside another version's load
+    if cache:  # read again under the lock: a load of the same version may have measured meanwhile
+        cached = step_cost_cache.load(Path(cache), key)
     if cached is not None:
         cost_model.warm_up(model, dtype)  # the first touch, before the reference step is timed
     entry, origin = step_cost_cache.resolve(

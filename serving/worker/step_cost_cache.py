@@ -15,10 +15,10 @@ measured again and replaces the entry. A slower reference step keeps the entry: 
 now than when it was measured, and a cost measured now would be the pessimistic one.
 
 The versions of a worker load side by side (serving/workers.py), so `loading()` keeps a measurement
-to itself: a worker that measures holds the folder's lock exclusively while it loads its weights and
-times its steps, one whose cost is cached holds it shared while it loads its weights, then
-exclusively while it times its reference step (`Hold.exclusive`): cached loads overlap one
-another's weight loads, never a timed step. (Timed beside the other default version's load, the
+to itself: a worker that measures holds the folder's lock exclusively while it hashes its artifact,
+loads its weights and times its steps; one whose cost is cached holds it shared while it hashes and
+loads, then exclusively while it times its reference step (`Hold.exclusive`). Cached loads overlap
+one another's weight loads, never a timed step. (Timed beside the other default version's load, the
 reference step took twice its time alone.)
 """
 
@@ -150,8 +150,9 @@ class Hold:
 
 @contextmanager
 def loading(folder: Path | None, measuring: bool) -> Iterator[Hold]:
-    """Held while a worker loads its weights and then measures (exclusive) or warms up (shared) its
-    steps, on `folder`/.lock; no folder: no lock."""
+    """Held while a worker hashes its artifact and loads its weights, exclusive when its cost is
+    to be measured, else shared until `Hold.exclusive()` before its steps are timed; on
+    `folder`/.lock; no folder: no lock."""
     if folder is None:
         yield Hold(None)
         return
