@@ -113,7 +113,11 @@ class HostVersions:
         self._background = every("host-versions", self.refresh_s, self.sync, log)
 
     def served(self) -> set[str]:
-        return {v.version_id for _, v in self.local.deployments}
+        """The versions deployed here, and those still advertised: unload_everywhere drops a version
+        from the deployments before it unloads it, and its capacity goes only once that succeeded,
+        so a failed unload is asked again on the next pass."""
+        advertised = {v for handle in self.pool.workers.values() for v in handle.capacity}
+        return {v.version_id for _, v in self.local.deployments} | advertised
 
     async def sync(self) -> None:
         """One pass of the rule: loads what the store added, unloads what it retired."""

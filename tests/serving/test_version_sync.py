@@ -23,6 +23,7 @@ from frontend.settings import ModelSettings, PlatformConfig
 from frontend.worker_pool import WorkerHandle, WorkerPool
 from lifecycle.admission import admit
 from lifecycle.termination import finish_queued
+from serving.triton_host import TritonError
 from serving.version_sync import MAX_TRIES, ArtifactSource, FrontendVersions, HostVersions
 from serving.worker_set import LocalWorkers
 from tests.builders import T0, add_tenant, new_generation
@@ -37,6 +38,7 @@ class TritonLess(LocalWorkers):
     def __init__(self, tmp: Path) -> None:
         super().__init__(PlatformConfig(), tmp)
         self.calls: list[tuple[str, str]] = []
+        self.fail_unloads = 0
 
     def load_everywhere(self, settings: ModelSettings, version: ServedVersion) -> None:
         self.calls.append(("load", version.version_id))
@@ -45,6 +47,9 @@ class TritonLess(LocalWorkers):
     def unload_everywhere(self, version_id: str) -> None:
         self.calls.append(("unload", version_id))
         self.deployments = [(m, v) for m, v in self.deployments if v.version_id != version_id]
+        if self.fail_unloads:  # as the real one does when a worker restarts meanwhile: dropped first
+            self.fail_unloads -= 1
+            raise TritonError("failed to connect to all addresses")
 
 
 @pytest.fixture
@@ -121,6 +126,25 @@ async def test_a_draining_version_stays_until_its_last_generation_ends_then_is_u
         finish_retire(s, version.version_id, actor="test", now=NOW)
     await host.sync.sync()  # RETIRED: neither loaded again nor unloaded twice
     assert len(host.local.calls) == 2
+
+
+async def test_a_failed_unload_is_asked_again_on_the_next_pass(
+    store: Store, tiny: Path, tmp_path: Path
+) -> None:
+    version = load_version(tiny)
+    record(store, version, V.READY)
+    host = Host(store, tmp_path, ArtifactSource())
+    await host.sync.sync()
+    with store.transaction() as s:
+        begin_retire(s, version.version_id, actor="test", now=NOW)  # no generation holds it
+    host.local.fail_unloads = 1
+    await host.sync.sync()
+    assert host.advertised == {version.version_id}  # still loaded somewhere: still advertised
+    await host.sync.sync()
+    assert host.local.calls == [("load", version.version_id)] + [("unload", version.version_id)] * 2
+    assert host.advertised == set()
+    await host.sync.sync()  # unloaded: not asked a third time
+    assert len(host.local.calls) == 3
 
 
 async def test_a_fetched_artifact_that_fails_verification_is_never_loaded_nor_fetched_again(
