@@ -65,16 +65,7 @@ def measure(
         )
         return Engine(model, config)
 
-    prefill = []
-    for n in sizes:
-        best = float("inf")
-        for r in range(repeats):
-            e = engine(-(-max(sizes) // 16) + 1, n)
-            e.add_request(EngineRequest(f"probe-{n}-{r}", tuple(range(100, 100 + n)), 1))
-            start = clock()
-            e.step()  # the whole prompt in one step, and one sampled token
-            best = min(best, clock() - start)
-        prefill.append((n, best))
+    prefill = [(n, _prefill_step_s(model, dtype, kv_dtype, n, repeats, clock)) for n in sizes]
     decode = []
     for b in batches:
         e = engine(b + 1, DECODE_PROMPT * b)
@@ -122,16 +113,26 @@ def reference_step(
     """The fastest of `repeats` timings of one REFERENCE_TOKENS-token prefill step: timed when a
     cost is measured and again at each load that finds it cached, to tell a cost measured while
     the host was busy (the step now runs faster) from this host's own (serving/worker/loader.py)."""
+    return _prefill_step_s(model, dtype, kv_dtype, REFERENCE_TOKENS, repeats, clock)
+
+
+def _prefill_step_s(
+    model: LlamaForCausalLM,
+    dtype: torch.dtype,
+    kv_dtype: torch.dtype | None,
+    n: int,
+    repeats: int,
+    clock: Callable[[], float],
+) -> float:
+    """The fastest of `repeats` timings of one n-token prompt prefilled in one step (and its one
+    sampled token), each on a fresh engine."""
     best = float("inf")
     for r in range(repeats):
         config = EngineConfig(
-            num_blocks=-(-REFERENCE_TOKENS // 16) + 1,
-            dtype=dtype,
-            max_num_batched_tokens=REFERENCE_TOKENS,
-            kv_dtype=kv_dtype,
+            num_blocks=-(-n // 16) + 1, dtype=dtype, max_num_batched_tokens=n, kv_dtype=kv_dtype
         )
         e = Engine(model, config)
-        e.add_request(EngineRequest(f"reference-{r}", tuple(range(100, 100 + REFERENCE_TOKENS)), 1))
+        e.add_request(EngineRequest(f"prefill-{n}-{r}", tuple(range(100, 100 + n)), 1))
         start = clock()
         e.step()
         best = min(best, clock() - start)
