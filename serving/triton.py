@@ -25,8 +25,6 @@ import os
 import secrets
 import signal
 import subprocess
-import sys
-import sysconfig
 import time
 from pathlib import Path
 from typing import Any
@@ -36,22 +34,17 @@ from serving.triton_host import (
     TritonError,
     TritonInstall,
     assemble_backend_dir,
+    dying_with_this_process,
     ensure_free,
     free_port,
+    launch_env,
+    trace_args,
 )
 
 SHM = Path("/dev/shm")
 SHM_PREFIX = "triton_python_backend_shm_region"
 PROBE_TIMEOUT_S = 5.0  # an identity or readiness probe unanswered this long fails
 
-
-# Execs argv[2:] (tritonserver) to get SIGTERM when the process that started it (pid argv[1])
-# dies, from a fresh interpreter: a preexec_fn would run Python in the forked child of this
-# threaded process, where gRPC's fork handlers abort it now and then (seen on restarts).
-_EXEC_DYING_WITH_PARENT = (
-    "import ctypes, os, signal, sys; ctypes.CDLL(None).prctl(1, signal.SIGTERM); "  # PR_SET_PDEATHSIG
-    "os.getppid() == int(sys.argv[1]) or sys.exit(1); os.execv(sys.argv[2], sys.argv[2:])"
-)
 
 ACCESS_HEADER = "llm-worker-key"  # the HTTP header; over gRPC Triton expects GRPC_ACCESS_HEADER
 GRPC_ACCESS_HEADER = f"triton-grpc-protocol-{ACCESS_HEADER}"
@@ -120,12 +113,6 @@ class TritonServer:
         ensure_free(self.host, grpc=self.grpc_port, http=self.http_port, metrics=self.metrics_port)
         self.server_id = f"llm-worker-{secrets.token_hex(8)}"
         backend_dir = assemble_backend_dir(self.install, self.work_dir / "backends")
-        libdir = sysconfig.get_config_var("LIBDIR") or ""
-        env = dict(os.environ)
-        env["LD_LIBRARY_PATH"] = os.pathsep.join(
-            p for p in (str(self.install.libs), libdir, env.get("LD_LIBRARY_PATH", "")) if p
-        )
-        env["PATH"] = os.pathsep.join((str(Path(sys.executable).parent), env.get("PATH", "")))
         args = [
             str(self.install.binary),
             f"--model-repository={self.model_repository}",
@@ -145,31 +132,19 @@ class TritonServer:
             f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
             f"--grpc-restricted-protocol={RESTRICTED}:{ACCESS_HEADER}={self._access_key}",
             f"--http-restricted-api={RESTRICTED}:{ACCESS_HEADER}={self._access_key}",
-            *self._trace_args(),
+            *trace_args(self.trace_url),
             "--log-verbose=0",
         ]
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self._remove_shm()  # left by an earlier process of this server that was killed
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-I", "-c", _EXEC_DYING_WITH_PARENT, str(os.getpid()), *args],
+                dying_with_this_process(args),
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=env,
+                env=launch_env(self.install),
                 start_new_session=True,
             )
-
-    def _trace_args(self) -> list[str]:
-        if not self.trace_url:
-            return []
-        url = self.trace_url.removeprefix("http://").removeprefix("https://")
-        return [
-            "--trace-config=mode=opentelemetry",
-            f"--trace-config=opentelemetry,url={url}",
-            "--trace-config=opentelemetry,resource=service.name=llm-worker",
-            "--trace-config=rate=1",
-            "--trace-config=level=TIMESTAMPS",
-        ]
 
     def _client(self) -> Any:
         import tritonclient.grpc as grpcclient
