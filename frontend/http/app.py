@@ -34,7 +34,7 @@ from frontend.auth import ApiKeyStore, Tenant
 from frontend.calls import FrontendCalls, list_models
 from frontend.error_map import api_error
 from frontend.errors import ApiError, invalid_argument
-from frontend.http import openai, transcode
+from frontend.http import openai, openai_answers, transcode
 from frontend.http.errors import HttpError, dumps
 from frontend.http.streams import Document, EventStream
 from frontend.http.transcode import to_json
@@ -203,9 +203,9 @@ class HttpApi:
         reader = await self.generations.open(tenant, generate)
         headers = {"x-generation-id": reader.generation_id}
         if options.stream:
-            return EventStream(reader, openai.Chunks(options), openai_error, headers)  # type: ignore[return-value]
+            return EventStream(reader, openai_answers.Chunks(options), openai_error, headers)  # type: ignore[return-value]
         return Document(  # type: ignore[return-value]
-            reader, lambda events: openai.document(options, events), openai_error, headers
+            reader, lambda events: openai_answers.document(options, events), openai_error, headers
         )
 
     # --- no key -------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import grpc
 import pytest
 
 from frontend.errors import ApiError, invalid_argument, unavailable
-from frontend.http import openai, transcode
+from frontend.http import openai, openai_answers, transcode
 from frontend.http.app import HttpApi, routes
 from frontend.http.errors import HttpError
 from frontend.http.openapi import openapi_document
@@ -170,7 +170,7 @@ def sse_data(frames: bytes) -> list[object]:
 
 def test_events_become_openai_chat_chunks() -> None:
     options = openai.Options(chat=True, stream=True, include_usage=True, token_ids=False, created=1)
-    chunks = openai.Chunks(options)
+    chunks = openai_answers.Chunks(options)
     out = sse_data(b"".join(chunks.event(e) for e in events()) + chunks.end())
     assert out[-1] == "[DONE]"
     docs = [d for d in out if isinstance(d, dict)]
@@ -188,23 +188,19 @@ def test_events_become_openai_chat_chunks() -> None:
 
 def test_events_become_completion_chunks_with_token_ids_and_a_document() -> None:
     options = openai.Options(chat=False, stream=True, include_usage=False, token_ids=True, created=1)
-    chunks = openai.Chunks(options)
+    chunks = openai_answers.Chunks(options)
     docs = [d for d in sse_data(b"".join(chunks.event(e) for e in events())) if isinstance(d, dict)]
     assert [d["choices"][0]["token_ids"] for d in docs] == [[1], [2], [], []]
     assert "".join(d["choices"][0]["text"] for d in docs) == "Hello" and "usage" not in docs[0]
-    doc = openai.document(options, events())
+    doc = openai_answers.document(options, events())
     assert doc["id"] == "cmpl-g1" and doc["choices"][0]["text"] == "Hello"
     assert doc["choices"][0]["token_ids"] == [1, 2] and doc["usage"]["total_tokens"] == 7
 
 
 def test_finish_reasons() -> None:
     R = pb.Finished.Reason
-    assert [openai.finish_reason(r) for r in (R.COMPLETED, R.STOP_SEQUENCE, R.OUTPUT_LIMIT, R.CANCELED)] == [
-        "stop",
-        "stop",
-        "length",
-        "canceled",
-    ]
+    reasons = (R.COMPLETED, R.STOP_SEQUENCE, R.OUTPUT_LIMIT, R.CANCELED)
+    assert [openai_answers.finish_reason(r) for r in reasons] == ["stop", "stop", "length", "canceled"]
 
 
 def test_the_rest_stream_and_document() -> None:
