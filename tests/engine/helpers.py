@@ -7,7 +7,7 @@ import itertools
 from contracts.tier import Tier
 from engine.block_pool import BlockPool
 from engine.kv_cache_manager import KVCacheManager
-from engine.scheduler import GUARANTEED_NO_EVICT, Scheduler
+from engine.scheduler import GUARANTEED_NO_EVICT, Scheduler, SchedulerOutput
 from engine.sequence import EngineRequest, Sequence
 from engine.step_budget import StepCost
 
@@ -50,3 +50,13 @@ LONG_TEXT = " ".join(
     "merchants traded salt, wool, cider and copper, and the tide rose twelve metres twice a day."
     for i in range(1, 120)
 )
+
+
+def plan(out: SchedulerOutput) -> list[tuple[str, int, int, bool]]:
+    return [(c.seq.id, c.start, c.num_tokens, c.sample) for c in out.chunks]
+
+
+def run_step(sched, token: int = 999):
+    out = sched.schedule()
+    sched.update(out, {c.seq.id: token for c in out.chunks if c.sample})
+    return out
