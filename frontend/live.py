@@ -3,14 +3,17 @@
 LiveGeneration  one run: its retained event log, its task, its attempt's lease, the client
                 streams following it, and why it was stopped
 LiveRegistry    every run of this frontend, kept `retain_s` after its log closes so a Resume
-                can still read it; a run no client follows for `grace_s` is cancelled
-                (DISCONNECTED)
+                can still read it (then forgotten in the order the logs closed: each admission
+                looks only at the oldest, not at every run retained); a run no client follows for
+                `grace_s` is cancelled (DISCONNECTED)
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from control.attempts import Lease
@@ -44,11 +47,18 @@ class LiveGeneration:
         return self.task is not None and not self.task.done()
 
 
+def _loop_time() -> float:
+    return asyncio.get_running_loop().time()
+
+
 class LiveRegistry:
-    def __init__(self, grace_s: float, retain_s: float) -> None:
+    def __init__(self, grace_s: float, retain_s: float, clock: Callable[[], float] = _loop_time) -> None:
+        """clock: the event loop's time by default (tests pass their own)."""
         self.grace_s = grace_s
         self.retain_s = retain_s
+        self._clock = clock
         self._live: dict[str, LiveGeneration] = {}
+        self._closed: deque[LiveGeneration] = deque()  # retained runs, in the order their logs closed
         self.relays = 0  # client streams this frontend passes on from the frontends running them
         self.admitting = 0  # Generate calls past the drain check, not yet added (their admission)
 
@@ -98,11 +108,24 @@ class LiveRegistry:
             live.cancel_requested_at = asyncio.get_running_loop().time()
             live.task.cancel()
 
+    def closed(self, live: LiveGeneration) -> None:
+        """Its log has closed: it is retained for `retain_s` from now, then forgotten."""
+        live.closed_at = self._clock()
+        self._closed.append(live)
+
     def forget_expired(self) -> None:
-        now = asyncio.get_running_loop().time()
-        for gid, live in list(self._live.items()):
-            if live.closed_at is not None and now - live.closed_at > self.retain_s:
-                del self._live[gid]
+        """Forgets the runs retained longer than `retain_s`. They closed in order, so only the
+        oldest are looked at: a frontend retaining thousands of runs does not walk them all on
+        every admission. A run added again under the same generation id stays."""
+        now = self._clock()
+        while self._closed:
+            oldest = self._closed[0]
+            assert oldest.closed_at is not None
+            if now - oldest.closed_at <= self.retain_s:
+                return
+            self._closed.popleft()
+            if self._live.get(oldest.generation_id) is oldest:
+                del self._live[oldest.generation_id]
 
     def idle(self) -> bool:
         """No run is going on or being admitted, no client follows one (here, or through this
@@ -111,7 +134,7 @@ class LiveRegistry:
         through any frontend, within it)."""
         if self.relays > 0 or self.admitting > 0:
             return False
-        now = asyncio.get_running_loop().time()
+        now = self._clock()
         for g in self._live.values():
             if g.running or g.clients > 0:
                 return False

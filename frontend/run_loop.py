@@ -162,7 +162,7 @@ class RunLoop:
         finally:
             obs.refused("RUN_FAILED")  # a no-op when it ended with `finished` or a refusal
             live.log.close()
-            live.closed_at = asyncio.get_running_loop().time()
+            self.live.closed(live)
 
     async def _assigned(self, live: LiveGeneration, run: GenerationRun) -> None:
         """A worker has room for it: its attempt starts (QUEUED -> RUNNING) and sets the epoch
