@@ -110,7 +110,7 @@ class GenerationManager:
         self.clock = clock
         self.metrics = metrics or FrontendMetrics()
         self.tracer = tracer or trace.NoOpTracer()
-        self.live = LiveRegistry(settings.grace_s, settings.retain_s)
+        self.live = LiveRegistry(settings.grace_s, settings.retain_s, settings.retain_max_bytes)
         self.runs = RunLoop(store, aggregator, dispatcher, self.live, settings, clock, self.metrics)
         self.leases = LeaseKeeper(
             store,

@@ -3,9 +3,11 @@
 LiveGeneration  one run: its retained event log, its task, its attempt's lease, the client
                 streams following it, and why it was stopped
 LiveRegistry    every run of this frontend, kept `retain_s` after its log closes so a Resume
-                can still read it (then forgotten in the order the logs closed: each admission
-                looks only at the oldest, not at every run retained); a run no client follows for
-                `grace_s` is cancelled (DISCONNECTED)
+                can still read it, and while the retained logs of all closed runs hold at most
+                `retain_max_bytes` (beyond, the oldest go first: a Resume of one gets
+                CURSOR_EXPIRED, as after `retain_s`). Runs are forgotten in the order their logs
+                closed, so each admission looks only at the oldest, not at every run retained. A
+                run no client follows for `grace_s` is cancelled (DISCONNECTED)
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class LiveGeneration:
     cancel_reason: str = "CANCELED"  # recorded terminal reason when its task is cancelled
     lease: Lease | None = None  # its attempt's lease once it left the queue (renewed while it runs)
     cancel_requested_at: float | None = None  # loop time of the cancel intent (lag metric)
+    closed_bytes: int = 0  # its log's retained bytes when it closed (the retention budget's share)
     observer: GenerationObserver | None = None  # its trace and latency figures
     _grace: asyncio.TimerHandle | None = field(default=None, repr=False)
 
@@ -52,13 +55,22 @@ def _loop_time() -> float:
 
 
 class LiveRegistry:
-    def __init__(self, grace_s: float, retain_s: float, clock: Callable[[], float] = _loop_time) -> None:
+    def __init__(
+        self,
+        grace_s: float,
+        retain_s: float,
+        retain_max_bytes: int = 64 << 20,
+        clock: Callable[[], float] = _loop_time,
+    ) -> None:
         """clock: the event loop's time by default (tests pass their own)."""
         self.grace_s = grace_s
         self.retain_s = retain_s
+        self.retain_max_bytes = retain_max_bytes
         self._clock = clock
         self._live: dict[str, LiveGeneration] = {}
         self._closed: deque[LiveGeneration] = deque()  # retained runs, in the order their logs closed
+        self.closed_bytes = 0  # their logs' retained bytes when they closed
+        self.evicted = 0  # closed runs forgotten before retain_s, for the budget
         self.relays = 0  # client streams this frontend passes on from the frontends running them
         self.admitting = 0  # Generate calls past the drain check, not yet added (their admission)
 
@@ -109,21 +121,33 @@ class LiveRegistry:
             live.task.cancel()
 
     def closed(self, live: LiveGeneration) -> None:
-        """Its log has closed: it is retained for `retain_s` from now, then forgotten."""
+        """Its log has closed: it is retained for `retain_s` from now, then forgotten; sooner,
+        oldest first, while the closed runs' logs hold more than `retain_max_bytes`."""
         live.closed_at = self._clock()
+        live.closed_bytes = live.log.retained_bytes
         self._closed.append(live)
+        self.closed_bytes += live.closed_bytes
+        self.forget_expired()
+
+    def retention(self) -> tuple[int, int, int]:
+        """(closed runs retained, their logs' bytes when they closed, runs forgotten early)."""
+        return len(self._closed), self.closed_bytes, self.evicted
 
     def forget_expired(self) -> None:
-        """Forgets the runs retained longer than `retain_s`. They closed in order, so only the
-        oldest are looked at: a frontend retaining thousands of runs does not walk them all on
-        every admission. A run added again under the same generation id stays."""
+        """Forgets the runs retained longer than `retain_s`, or beyond the byte budget. They
+        closed in order, so only the oldest are looked at: a frontend retaining thousands of runs
+        does not walk them all on every admission. A run added again under the same generation id
+        stays."""
         now = self._clock()
         while self._closed:
             oldest = self._closed[0]
             assert oldest.closed_at is not None
-            if now - oldest.closed_at <= self.retain_s:
+            expired = now - oldest.closed_at > self.retain_s
+            if not expired and self.closed_bytes <= self.retain_max_bytes:
                 return
             self._closed.popleft()
+            self.closed_bytes -= oldest.closed_bytes
+            self.evicted += not expired
             if self._live.get(oldest.generation_id) is oldest:
                 del self._live[oldest.generation_id]
 

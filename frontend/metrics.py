@@ -105,6 +105,11 @@ class FrontendMetrics:
         """Exposes what this process asks of the store (datastore/meter.py) as counters."""
         self.registry.register(_StoreCost(meter))
 
+    def watch_retention(self, state: Callable[[], tuple[int, int, int]]) -> None:
+        """Exposes the finished generations kept for Resume (frontend/live.py): `state` gives (runs,
+        their logs' bytes, runs forgotten early for the byte budget) at scrape time."""
+        self.registry.register(_Retention(state))
+
     def serve(self, listen: str) -> int:
         """Serves /metrics on `listen` (host:port; port 0 picks one); returns the bound port."""
         host, _, port = listen.rpartition(":")
@@ -160,6 +165,24 @@ class _StoreCost(Collector):
             family = CounterMetricFamily(name, what)
             family.add_metric([], value)
             yield family
+
+
+class _Retention(Collector):
+    """llm_retained_streams, llm_retained_stream_bytes, llm_retained_streams_evicted_total."""
+
+    def __init__(self, state: Callable[[], tuple[int, int, int]]) -> None:
+        self.state = state
+
+    def collect(self) -> Iterator[Metric]:
+        runs, size, evicted = self.state()
+        what = "Finished generations whose events are kept for Resume"
+        yield GaugeMetricFamily("llm_retained_streams", what, value=runs)
+        yield GaugeMetricFamily("llm_retained_stream_bytes", "Serialized bytes of their events", value=size)
+        yield CounterMetricFamily(
+            "llm_retained_streams_evicted",
+            "Finished generations forgotten before stream_retain_s to keep stream_retain_max_bytes",
+            value=evicted,
+        )
 
 
 _SAMPLE = re.compile(r"^(llm_worker_\w+)(?:\{([^}]*)\})? ([0-9.eE+-]+|NaN)$")

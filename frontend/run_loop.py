@@ -70,6 +70,7 @@ class GatewaySettings:
     lease_s: float = 60.0  # attempt lease; live runs renew theirs every lease_s / 3
     grace_s: float = 10.0  # a run with no client stream is cancelled after this
     retain_s: float = 300.0  # a finished generation's events stay resumable this long
+    retain_max_bytes: int = 64 << 20  # ... while all finished generations' logs hold at most this
     max_events: int = 4096  # per generation's retained log
     max_bytes: int = 4 << 20
     usage_every_tokens: int = 32  # usage event + billing report cadence, in output tokens ...

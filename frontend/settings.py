@@ -31,6 +31,7 @@ class FrontendSettings:
     stream_retain_s: float = 300.0  # a finished generation stays resumable this long
     stream_max_events: int = 4096  # retained events per generation
     stream_max_bytes: int = 4 << 20  # retained bytes per generation
+    stream_retain_max_bytes: int = 64 << 20  # retained bytes of all finished generations
     # admission: predicted wait before a request's prefill starts, per tier, beyond which it is
     # refused UNAVAILABLE (QUEUE_DEADLINE); also how long it may wait for worker KV memory
     interactive_queue_wait_s: float = 1.0

@@ -80,6 +80,11 @@ class EventLog:
         """Events held now."""
         return len(self._events)
 
+    @property
+    def retained_bytes(self) -> int:
+        """Serialized bytes of the events held now."""
+        return self._bytes
+
     # --- readers' cursors -------------------------------------------------------------------
 
     def attach(self, after_sequence: int) -> Cursor:

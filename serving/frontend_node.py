@@ -114,6 +114,7 @@ async def serve_frontend(
         lease_s=f.attempt_lease_s,
         grace_s=f.disconnect_grace_s,
         retain_s=f.stream_retain_s,
+        retain_max_bytes=f.stream_retain_max_bytes,
         max_events=f.stream_max_events,
         max_bytes=f.stream_max_bytes,
         slow_consumer_timeout_s=f.slow_consumer_timeout_s,
@@ -128,6 +129,7 @@ async def serve_frontend(
     manager = GenerationManager(
         store, aggregator, dispatcher, settings, metrics=metrics, tracer=tracer, salts=parts.salts
     )
+    metrics.watch_retention(manager.live.retention)
     manager.start_background()
     catalog = parts.catalog
     catalog.apply(await asyncio.to_thread(read_catalog, store))  # drain flags of the pool's workers too

@@ -1,10 +1,12 @@
-"""The live registry's retention: a run whose log closed stays resumable `retain_s`, then is
-forgotten, oldest first (frontend/live.py). The registry's clock is a counter set by the test."""
+"""The live registry's retention: a run whose log closed stays resumable `retain_s`, and while the
+closed runs' logs fit `retain_max_bytes`, then is forgotten, oldest first (frontend/live.py). The
+registry's clock is a counter set by the test."""
 
 from __future__ import annotations
 
 from frontend.live import LiveGeneration, LiveRegistry
 from frontend.stream_log import EventLog
+from llm.v1 import generations_pb2 as pb
 
 
 class Clock:
@@ -84,3 +86,42 @@ def test_another_tenants_retained_run_is_not_found() -> None:
     live.closed(r)
     assert live.retained("t1", "g") is r
     assert live.retained("t2", "g") is None
+
+
+def closed_run(live: LiveRegistry, gid: str, deltas: int) -> LiveGeneration:
+    """A run whose log holds `deltas` delta events when it closes."""
+    r = run(gid)
+    for seq in range(1, deltas + 1):
+        r.log.append(pb.GenerationEvent(generation_id=gid, sequence=seq, delta=pb.Delta(text="word")))
+    r.log.close()
+    live.add(r)
+    live.closed(r)
+    return r
+
+
+def test_beyond_the_byte_budget_the_oldest_closed_runs_go_first() -> None:
+    clock = Clock()
+    probe = run("probe")
+    probe.log.append(pb.GenerationEvent(generation_id="g0", sequence=1, delta=pb.Delta(text="word")))
+    one = probe.log.retained_bytes  # a delta event of these runs, serialized
+    live = LiveRegistry(grace_s=1.0, retain_s=300.0, retain_max_bytes=25 * one, clock=clock)
+    a, b = closed_run(live, "g0", 10), closed_run(live, "g1", 10)
+    assert live.retention() == (2, 20 * one, 0)
+    c = closed_run(live, "g2", 10)  # 30 events' bytes: g0, the oldest, goes at once
+    assert live.get("g0") is None and live.get("g1") is b and live.get("g2") is c
+    assert live.retention() == (2, 20 * one, 1)
+    assert a.log.closed and a.log.retained == 10  # a reader already following it keeps reading
+    clock.now = 301.0  # then retain_s: expired, not evicted
+    live.forget_expired()
+    assert live.retention() == (0, 0, 1)
+
+
+def test_a_running_run_is_not_charged_to_the_budget() -> None:
+    clock = Clock()
+    live = LiveRegistry(grace_s=1.0, retain_s=300.0, retain_max_bytes=1, clock=clock)
+    running = run("running")
+    running.log.append(pb.GenerationEvent(generation_id="running", sequence=1, delta=pb.Delta(text="x")))
+    live.add(running)
+    closed_run(live, "done", 1)  # over the budget on its own: forgotten at once
+    assert live.get("running") is running and live.get("done") is None
+    assert live.retention() == (0, 0, 1)
