@@ -2,7 +2,8 @@
 fairness (tenants' interactive TTFT under another tenant's long documents, fair share vs FCFS),
 quality (quantized versions' greedy agreement and perplexity against fp32), profile (where a
 decode step's time goes at batch 1, 8 and 32), platform-profile (the same through the whole
-platform: the worker loop's parts and every process's CPU a step), soak (random cancels,
+platform: the worker loop's parts and every process's CPU a step), request-cost (every
+process's CPU and the control store's work a request, for bursts of short requests), soak (random cancels,
 disconnects and resumes for minutes, then the books are checked), hostile (health latency while
 oversized requests are refused), startup (launch to ready, cold and warm),
 serve (the platform over gRPC against transformers and llama.cpp on a seeded workload; compare is
@@ -22,6 +23,7 @@ SUITES = {
     "quality": "bench.quality",
     "profile": "bench.step_profile",
     "platform-profile": "bench.platform_profile",
+    "request-cost": "bench.request_cost",
     "serve": "bench.serve",
     "soak": "bench.soak",
     "hostile": "bench.hostile",

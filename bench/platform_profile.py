@@ -33,6 +33,8 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -178,6 +180,28 @@ def report(results: dict[int, dict[str, float]], args: argparse.Namespace) -> st
     return "\n".join(lines)
 
 
+@contextmanager
+def running_platform(args: argparse.Namespace, log: Path) -> Iterator[tuple[str, str, int]]:
+    """`python -m serving` in its own process tree on a scratch store, with the model settings of
+    `args` (quantization, kv_cache_dtype, kv_cache_blocks): (gRPC address, metrics URL, its pid)."""
+    with tempfile.TemporaryDirectory(prefix="bench-platform-") as tmp:
+        work = Path(tmp)
+        doc = platform_doc(
+            work / "control.sqlite", 60.0, None, quantization=args.quantization,
+            kv_cache_dtype=args.kv_cache_dtype, kv_cache_blocks=args.kv_cache_blocks,
+        )  # fmt: skip
+        listen, http, metrics = f"127.0.0.1:{free_port()}", free_port(), free_port()
+        doc["frontend"] |= {"listen": listen, "metrics_listen": f"127.0.0.1:{metrics}"}
+        doc["http"] = {"listen": f"127.0.0.1:{http}"}
+        doc["triton"] |= {"work_dir": str(work / "triton")}
+        config = work / "platform.toml"
+        config.write_text(toml(doc))
+        argv = [sys.executable, "-m", "serving", "--config", str(config)]
+        with LoopbackServer("platform", argv, http, "/healthz", log, cwd=ROOT, start_timeout_s=900) as server:
+            assert server.proc is not None
+            yield listen, f"http://127.0.0.1:{metrics}/metrics", server.proc.pid
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", default="1,8,32,64")
@@ -191,25 +215,9 @@ def main() -> int:
     parser.add_argument("--kv-cache-blocks", type=int, default=4096)
     parser.add_argument("--out", type=Path, default=Path("var/bench"))
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="bench-platform-profile-") as tmp:
-        work = Path(tmp)
-        doc = platform_doc(
-            work / "control.sqlite", 60.0, None, quantization=args.quantization,
-            kv_cache_dtype=args.kv_cache_dtype, kv_cache_blocks=args.kv_cache_blocks,
-        )  # fmt: skip
-        listen, http, metrics = f"127.0.0.1:{free_port()}", free_port(), free_port()
-        doc["frontend"] |= {"listen": listen, "metrics_listen": f"127.0.0.1:{metrics}"}
-        doc["http"] = {"listen": f"127.0.0.1:{http}"}
-        doc["triton"] |= {"work_dir": str(work / "triton")}
-        config = work / "platform.toml"
-        config.write_text(toml(doc))
-        argv = [sys.executable, "-m", "serving", "--config", str(config)]
-        args.out.mkdir(parents=True, exist_ok=True)
-        log = args.out / "platform-profile.log"
-        with LoopbackServer("platform", argv, http, "/healthz", log, cwd=ROOT, start_timeout_s=900) as server:
-            assert server.proc is not None
-            url = f"http://127.0.0.1:{metrics}/metrics"
-            results = asyncio.run(drive(listen, url, server.proc.pid, args))
+    args.out.mkdir(parents=True, exist_ok=True)
+    with running_platform(args, args.out / "platform-profile.log") as (listen, url, pid):
+        results = asyncio.run(drive(listen, url, pid, args))
     text = report(results, args)
     print(text)
     (args.out / "platform-profile.json").write_text(json.dumps({"args": vars(args) | {"out": str(args.out)},

@@ -71,3 +71,14 @@ def test_a_process_tree_is_counted_once_by_role() -> None:
         assert child.stdin is not None
         child.stdin.close()
         child.wait()
+
+
+def test_the_request_cost_reads_the_frontends_store_counters() -> None:
+    from bench.request_cost import store_work
+
+    text = (
+        "# TYPE llm_store_statements_total counter\nllm_store_statements_total 2532.0\n"
+        "llm_store_transactions_total 287.0\nllm_store_round_trips_total 3393.0\n"
+        'llm_store_statements_created{x="y"} 5.0\n'
+    )
+    assert store_work(text) == {"statements": 2532.0, "transactions": 287.0, "round_trips": 3393.0}
