@@ -7,7 +7,8 @@ the frontend process, tritonserver, the worker's engine loop, kernel pool and ou
 this benchmark's own client), and the control-store statements, transactions and round trips the
 frontend counted (`llm_store_*_total`). With one output token, most of the frontend's share is
 admission, dispatch and the sealed end, not streaming; `python -m bench platform-profile` has the
-cost a decode step. Timing only: never a test.
+cost a decode step. A request refused or failed stops the benchmark (its error is raised). Timing
+only: never a test.
 
     python -m bench request-cost [--requests 64] [--output 1] [--rounds 3]
 """

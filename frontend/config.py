@@ -92,10 +92,11 @@ def _check(cfg: PlatformConfig, where: str) -> None:
         raise ConfigError(
             f"{where}: slow_consumer_timeout_s, converse_window_events and catalog_refresh_s must be positive"
         )
-    if not 0 < f.stream_max_bytes <= f.stream_retain_max_bytes:
+    if not 0 < 2 * f.stream_max_bytes <= f.stream_retain_max_bytes:
         raise ConfigError(
-            f"{where}: stream_max_bytes must be positive and at most stream_retain_max_bytes "
-            "(the retained bytes of all finished generations, of which one generation's may be all)"
+            f"{where}: stream_max_bytes must be positive, and stream_retain_max_bytes (the retained "
+            "bytes of all finished generations) at least twice it: a finished log may hold a few "
+            "events over stream_max_bytes, and must still fit"
         )
     if not 0 < f.worker_probe_interval_s < f.worker_inactivity_timeout_s:
         raise ConfigError(

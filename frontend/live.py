@@ -71,6 +71,7 @@ class LiveRegistry:
         self._closed: deque[LiveGeneration] = deque()  # retained runs, in the order their logs closed
         self.closed_bytes = 0  # their logs' retained bytes when they closed
         self.evicted = 0  # closed runs forgotten before retain_s, for the budget
+        self.followers = 0  # client streams following any run, forgotten ones included
         self.relays = 0  # client streams this frontend passes on from the frontends running them
         self.admitting = 0  # Generate calls past the drain check, not yet added (their admission)
 
@@ -87,11 +88,14 @@ class LiveRegistry:
         return live if live is not None and live.tenant_id == tenant_id else None
 
     def open(self) -> list[LiveGeneration]:
-        """Runs whose log is still open (their leases are renewed)."""
+        """Runs whose log is still open (their leases are renewed, every third of the lease: the
+        retained runs are expired then too, so an idle frontend lets them go)."""
+        self.forget_expired()
         return [g for g in self._live.values() if not g.log.closed]
 
     def client_joined(self, live: LiveGeneration) -> None:
         live.clients += 1
+        self.followers += 1
         if live._grace is not None:
             live._grace.cancel()
             live._grace = None
@@ -99,6 +103,7 @@ class LiveRegistry:
     def client_left(self, live: LiveGeneration) -> None:
         """A client stream ended: cancel the run once none has come back within grace_s."""
         live.clients -= 1
+        self.followers -= 1
         if live.clients > 0 or live.log.closed or live.task is None:
             return
 
@@ -137,7 +142,7 @@ class LiveRegistry:
         """Forgets the runs retained longer than `retain_s`, or beyond the byte budget. They
         closed in order, so only the oldest are looked at: a frontend retaining thousands of runs
         does not walk them all on every admission. A run added again under the same generation id
-        stays."""
+        stays (defensive: generation ids are fresh today)."""
         now = self._clock()
         while self._closed:
             oldest = self._closed[0]
@@ -156,8 +161,8 @@ class LiveRegistry:
         frontend's relay of another frontend's run), and every ended one was delivered to the end
         or left unfollowed for the grace period (a client that lost its stream may come back,
         through any frontend, within it)."""
-        if self.relays > 0 or self.admitting > 0:
-            return False
+        if self.relays > 0 or self.admitting > 0 or self.followers > 0:  # followers: a run
+            return False  # forgotten for the byte budget may still have a client reading its tail
         now = self._clock()
         for g in self._live.values():
             if g.running or g.clients > 0:

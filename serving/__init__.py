@@ -8,7 +8,8 @@ worker_set.py  the Triton workers one process tree starts, loads and records REA
 workers.py     this machine's Triton workers: ids, ports, and what their engines are started with
 supervisor.py  restarts dead or hung workers, heartbeats the worker registry
 probes.py      what tells that a running worker failed: identity, readiness, canaries
-triton.py      locates the `tritonserver` binary in the nvidia-pytriton wheel and runs it
+triton.py      runs `tritonserver`: start, identity, model load/unload, stop
+triton_host.py locates it in the nvidia-pytriton wheel; its backend folder, ports, environment
 deployment.py  one model version as a Triton model: its settings, and the model repository
 worker/        the CPU worker inside Triton's Python-backend stub: the adapter over engine/
 

@@ -62,7 +62,7 @@ def test_file_keys_override_defaults_and_local_tenant_exists_only_by_default(tmp
         ({"frontend": {"converse_window_events": 0}}, "converse_window_events"),
         ({"frontend": {"stream_max_bytes": 0}}, "stream_max_bytes must be positive"),
         # one generation's retained log must fit the budget of all finished generations' logs
-        ({"frontend": {"stream_max_bytes": 2 << 20, "stream_retain_max_bytes": 1 << 20}}, "at most"),
+        ({"frontend": {"stream_max_bytes": 1 << 20, "stream_retain_max_bytes": 1 << 20}}, "at least twice"),
         ({"frontend": {"worker_probe_interval_s": 0}}, "worker_probe_interval_s"),
         # a canary goes out after a probe interval of silence: the timeout must leave it time
         ({"frontend": {"worker_probe_interval_s": 5, "worker_inactivity_timeout_s": 5}}, "below"),

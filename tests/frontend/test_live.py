@@ -125,3 +125,28 @@ def test_a_running_run_is_not_charged_to_the_budget() -> None:
     closed_run(live, "done", 1)  # over the budget on its own: forgotten at once
     assert live.get("running") is running and live.get("done") is None
     assert live.retention() == (0, 0, 1)
+
+
+def test_a_drain_waits_for_the_reader_of_a_run_forgotten_for_the_budget() -> None:
+    clock = Clock()
+    live = LiveRegistry(grace_s=1.0, retain_s=300.0, retain_max_bytes=1, clock=clock)
+    r = run("g")
+    r.log.append(pb.GenerationEvent(generation_id="g", sequence=1, delta=pb.Delta(text="tail")))
+    live.add(r)
+    live.client_joined(r)
+    r.log.close()
+    live.closed(r)  # over the budget: forgotten at once, its client still reading
+    assert live.get("g") is None
+    assert not live.idle()
+    live.client_left(r)
+    assert live.idle()
+
+
+def test_the_lease_round_expires_retained_runs_on_an_idle_frontend() -> None:
+    clock = Clock()
+    live = registry(clock)
+    done = run("done")
+    live.add(done)
+    live.closed(done)
+    clock.now = 11.0
+    assert live.open() == [] and live.retention() == (0, 0, 0)
