@@ -180,6 +180,18 @@ def report(results: dict[int, dict[str, float]], args: argparse.Namespace) -> st
     return "\n".join(lines)
 
 
+def platform_args(parser: argparse.ArgumentParser, kv_cache_blocks: int) -> argparse.Namespace:
+    """Adds the platform's model options (what running_platform reads) and --out, parses, and makes
+    the output folder."""
+    parser.add_argument("--quantization", choices=("none", "int8", "int4"), default="int4")
+    parser.add_argument("--kv-cache-dtype", choices=("float32", "bfloat16"), default="bfloat16")
+    parser.add_argument("--kv-cache-blocks", type=int, default=kv_cache_blocks)
+    parser.add_argument("--out", type=Path, default=Path("var/bench"))
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    return args
+
+
 @contextmanager
 def running_platform(args: argparse.Namespace, log: Path) -> Iterator[tuple[str, str, int]]:
     """`python -m serving` in its own process tree on a scratch store, with the model settings of
@@ -210,12 +222,7 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=128, help="tokens the slowest stream gets in the window")
     parser.add_argument("--output", type=int, default=400, help="max output tokens (never reached)")
     parser.add_argument("--tier", choices=("interactive", "batch"), default="interactive")
-    parser.add_argument("--quantization", choices=("none", "int8", "int4"), default="int4")
-    parser.add_argument("--kv-cache-dtype", choices=("float32", "bfloat16"), default="bfloat16")
-    parser.add_argument("--kv-cache-blocks", type=int, default=4096)
-    parser.add_argument("--out", type=Path, default=Path("var/bench"))
-    args = parser.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
+    args = platform_args(parser, kv_cache_blocks=4096)
     with running_platform(args, args.out / "platform-profile.log") as (listen, url, pid):
         results = asyncio.run(drive(listen, url, pid, args))
     text = report(results, args)

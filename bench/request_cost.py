@@ -20,12 +20,11 @@ import asyncio
 import json
 import re
 import time
-from pathlib import Path
 
 import grpc
 
 from bench.metrics import Outcome
-from bench.platform_profile import make_jobs, running_platform, scrape
+from bench.platform_profile import make_jobs, platform_args, running_platform, scrape
 from bench.proc_cpu import ROLES, tree_cpu
 from bench.serve_setup import KEYS, MODEL
 from bench.targets import PlatformTarget
@@ -89,12 +88,7 @@ def main() -> int:
     parser.add_argument("--prompt", type=int, default=128, help="prompt tokens of each request")
     parser.add_argument("--output", type=int, default=1, help="output tokens of each request")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--quantization", choices=("none", "int8", "int4"), default="int4")
-    parser.add_argument("--kv-cache-dtype", choices=("float32", "bfloat16"), default="bfloat16")
-    parser.add_argument("--kv-cache-blocks", type=int, default=2048)
-    parser.add_argument("--out", type=Path, default=Path("var/bench"))
-    args = parser.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
+    args = platform_args(parser, kv_cache_blocks=2048)
     with running_platform(args, args.out / "request-cost.log") as (listen, url, pid):
         rounds = asyncio.run(drive(listen, url, pid, args))
     print(report(rounds, args))

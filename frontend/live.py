@@ -161,11 +161,12 @@ class LiveRegistry:
         frontend's relay of another frontend's run), and every ended one was delivered to the end
         or left unfollowed for the grace period (a client that lost its stream may come back,
         through any frontend, within it)."""
-        if self.relays > 0 or self.admitting > 0 or self.followers > 0:  # followers: a run
-            return False  # forgotten for the byte budget may still have a client reading its tail
+        # followers counts every client stream, a run's forgotten for the byte budget included
+        if self.relays > 0 or self.admitting > 0 or self.followers > 0:
+            return False
         now = self._clock()
         for g in self._live.values():
-            if g.running or g.clients > 0:
+            if g.running:
                 return False
             if not g.delivered and g.closed_at is not None and now - g.closed_at < self.grace_s:
                 return False

@@ -21,6 +21,10 @@ def run(gid: str, tenant: str = "t1") -> LiveGeneration:
     return LiveGeneration(gid, tenant, EventLog(gid))
 
 
+def delta(gid: str, sequence: int, text: str = "word") -> pb.GenerationEvent:
+    return pb.GenerationEvent(generation_id=gid, sequence=sequence, delta=pb.Delta(text=text))
+
+
 def registry(clock: Clock, retain_s: float = 10.0) -> LiveRegistry:
     return LiveRegistry(grace_s=1.0, retain_s=retain_s, clock=clock)
 
@@ -92,7 +96,7 @@ def closed_run(live: LiveRegistry, gid: str, deltas: int) -> LiveGeneration:
     """A run whose log holds `deltas` delta events when it closes."""
     r = run(gid)
     for seq in range(1, deltas + 1):
-        r.log.append(pb.GenerationEvent(generation_id=gid, sequence=seq, delta=pb.Delta(text="word")))
+        r.log.append(delta(gid, seq))
     r.log.close()
     live.add(r)
     live.closed(r)
@@ -102,7 +106,7 @@ def closed_run(live: LiveRegistry, gid: str, deltas: int) -> LiveGeneration:
 def test_beyond_the_byte_budget_the_oldest_closed_runs_go_first() -> None:
     clock = Clock()
     probe = run("probe")
-    probe.log.append(pb.GenerationEvent(generation_id="g0", sequence=1, delta=pb.Delta(text="word")))
+    probe.log.append(delta("g0", 1))
     one = probe.log.retained_bytes  # a delta event of these runs, serialized
     live = LiveRegistry(grace_s=1.0, retain_s=300.0, retain_max_bytes=25 * one, clock=clock)
     a, b = closed_run(live, "g0", 10), closed_run(live, "g1", 10)
@@ -120,7 +124,7 @@ def test_a_running_run_is_not_charged_to_the_budget() -> None:
     clock = Clock()
     live = LiveRegistry(grace_s=1.0, retain_s=300.0, retain_max_bytes=1, clock=clock)
     running = run("running")
-    running.log.append(pb.GenerationEvent(generation_id="running", sequence=1, delta=pb.Delta(text="x")))
+    running.log.append(delta("running", 1, "x"))
     live.add(running)
     closed_run(live, "done", 1)  # over the budget on its own: forgotten at once
     assert live.get("running") is running and live.get("done") is None
@@ -131,7 +135,7 @@ def test_a_drain_waits_for_the_reader_of_a_run_forgotten_for_the_budget() -> Non
     clock = Clock()
     live = LiveRegistry(grace_s=1.0, retain_s=300.0, retain_max_bytes=1, clock=clock)
     r = run("g")
-    r.log.append(pb.GenerationEvent(generation_id="g", sequence=1, delta=pb.Delta(text="tail")))
+    r.log.append(delta("g", 1, "tail"))
     live.add(r)
     live.client_joined(r)
     r.log.close()
