@@ -113,6 +113,29 @@ async def test_cursor_no_longer_retained_is_out_of_range(channel) -> None:
     assert tail == events[-3:]
 
 
+async def test_a_finished_stream_forgotten_for_the_byte_budget_is_cursor_expired(
+    channel, platform: Platform
+) -> None:
+    """Beyond [frontend] stream_retain_max_bytes the oldest finished streams go first: a Resume of
+    one is OUT_OF_RANGE / CURSOR_EXPIRED, as after stream_retain_s, and the eviction is counted."""
+    stub = generations_pb2_grpc.GenerationsStub(channel)
+    assert platform.manager is not None
+    live = platform.manager.live
+    first = await generate(channel, request("evicted-1"))
+    before = frontend_scrape(platform)["llm_retained_streams_evicted_total"]
+    budget, live.retain_max_bytes = live.retain_max_bytes, 1  # the next close forgets every finished one
+    try:
+        await generate(channel, request("evicted-2"))
+    finally:
+        live.retain_max_bytes = budget
+    await expect_error(
+        lambda: stub.Resume(pb.ResumeRequest(generation_id=first[0].generation_id), metadata=auth()),
+        grpc.StatusCode.OUT_OF_RANGE,
+        "CURSOR_EXPIRED",
+    )
+    assert frontend_scrape(platform)["llm_retained_streams_evicted_total"] >= before + 2
+
+
 async def test_cancel_generation_mid_stream_then_again_and_after_finish(channel, platform: Platform) -> None:
     stub = generations_pb2_grpc.GenerationsStub(channel)
     call = stub.Generate(

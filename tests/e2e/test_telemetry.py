@@ -90,7 +90,7 @@ async def test_metrics_move_with_traffic(channel, platform: Platform) -> None:
 
     # its log closed before its stream ended: it is kept for Resume, within the byte budget
     assert after["llm_retained_streams"] >= 1 and after["llm_retained_stream_bytes"] > 0
-    assert after["llm_retained_streams_evicted_total"] == 0
+    assert moved("llm_retained_streams_evicted_total") == 0
     resumed = pb.ResumeRequest(generation_id=events[-1].generation_id, after_sequence=events[-1].sequence)
     assert [e async for e in stub.Resume(resumed, metadata=auth("key-beta"), timeout=60)] == []
     # the worker's own metrics, relayed with a worker label
