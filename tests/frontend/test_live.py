@@ -25,8 +25,8 @@ def delta(gid: str, sequence: int, text: str = "word") -> pb.GenerationEvent:
     return pb.GenerationEvent(generation_id=gid, sequence=sequence, delta=pb.Delta(text=text))
 
 
-def registry(clock: Clock, retain_s: float = 10.0) -> LiveRegistry:
-    return LiveRegistry(grace_s=1.0, retain_s=retain_s, clock=clock)
+def registry(clock: Clock, retain_s: float = 10.0, retain_max_bytes: int = 64 << 20) -> LiveRegistry:
+    return LiveRegistry(grace_s=1.0, retain_s=retain_s, retain_max_bytes=retain_max_bytes, clock=clock)
 
 
 def test_a_closed_run_is_retained_for_retain_s_then_forgotten_oldest_first() -> None:
@@ -121,25 +121,23 @@ def test_beyond_the_byte_budget_the_oldest_closed_runs_go_first() -> None:
 
 
 def test_a_running_run_is_not_charged_to_the_budget() -> None:
-    clock = Clock()
-    live = LiveRegistry(grace_s=1.0, retain_s=300.0, retain_max_bytes=1, clock=clock)
+    live = registry(Clock(), retain_s=300.0, retain_max_bytes=1)  # any finished run is over it
     running = run("running")
     running.log.append(delta("running", 1, "x"))
     live.add(running)
-    closed_run(live, "done", 1)  # over the budget on its own: forgotten at once
+    closed_run(live, "done", 1)  # forgotten at once
     assert live.get("running") is running and live.get("done") is None
     assert live.retention() == (0, 0, 1)
 
 
 def test_a_drain_waits_for_the_reader_of_a_run_forgotten_for_the_budget() -> None:
-    clock = Clock()
-    live = LiveRegistry(grace_s=1.0, retain_s=300.0, retain_max_bytes=1, clock=clock)
+    live = registry(Clock(), retain_s=300.0, retain_max_bytes=1)  # any finished run is over it
     r = run("g")
     r.log.append(delta("g", 1, "tail"))
     live.add(r)
     live.client_joined(r)
     r.log.close()
-    live.closed(r)  # over the budget: forgotten at once, its client still reading
+    live.closed(r)  # forgotten at once, its client still reading
     assert live.get("g") is None
     assert not live.idle()
     live.client_left(r)
