@@ -124,6 +124,11 @@ class FairQueue:
         self._items.append((t.tier, start, next(self._arrivals), t))
         self._items.sort(key=lambda item: item[:3])
 
+    def place(self, t: Ticket) -> int:
+        """The 1-based position `t` would take if it were pushed now (nothing changes)."""
+        start = max(self._vtime[t.tier], self._finish.get((t.tier, t.tenant_id), 0.0))
+        return 1 + sum(1 for item in self._items if item[:2] <= (t.tier, start))
+
     def head(self) -> Ticket | None:
         return self._items[0][3] if self._items else None
 

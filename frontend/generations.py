@@ -32,6 +32,7 @@ from frontend.auth import Tenant
 from frontend.cache_salt import CacheSalts
 from frontend.errors import ApiError, draining, store_unavailable
 from frontend.generation import GenerationRun
+from frontend.generation_record import generation_message
 from frontend.leases import LeaseKeeper
 from frontend.live import LiveGeneration, LiveRegistry
 from frontend.metrics import FrontendMetrics
@@ -44,10 +45,9 @@ from frontend.telemetry import observe_generation
 from frontend.validation import ValidatedRequest
 from lifecycle.admission import admit
 from lifecycle.cancel import request_cancel
-from lifecycle.reads import GenerationRecord, get_generation, get_generation_by_request
+from lifecycle.reads import get_generation, get_generation_by_request
 from llm.v1 import generations_pb2 as pb
 
-Reason = pb.Finished.Reason
 __all__ = ["GatewaySettings", "GenerationManager", "LiveGeneration", "NotRetained", "payload_hash"]
 
 
@@ -185,32 +185,44 @@ class GenerationManager:
             late = None
         except ApiError as e:
             late = e
-        admission = await asyncio.to_thread(retrying, admit, self.store, new, now=self.clock(), refusal=late)
-        # a retry after a broken connection finds its own first try committed: still ours
-        if not admission.created and admission.generation_id != new_id:  # the same request again
-            retained = self.live.get(admission.generation_id)
-            if retained is None:
-                raise NotRetained(admission.generation_id, str(admission.state))
-            return retained
-        live = LiveGeneration(
-            new_id, tenant.id, EventLog(new_id, self.settings.max_events, self.settings.max_bytes)
-        )
-        live.observer = observe_generation(
-            self.tracer,
-            self.metrics,
-            generation_id=new_id,
-            request_id=new.request_id,
-            tenant=tenant.id,
-            version=version.version_id,
-            prompt_tokens=len(prompt_ids),
-            max_output_tokens=req.params.max_output_tokens,
-            tier=run.tier,
-            received_ns=received_ns,
-            received_s=received_s,
-        )
-        self.live.add(live)
-        live.task = asyncio.create_task(self.runs.run(live, run, ticket), name=f"generation-{new_id}")
-        return live
+        self.dispatcher.arriving(ticket)  # from its QUEUED record on, GetGeneration shows its place
+        task: asyncio.Task[None] | None = None
+        try:
+            admission = await asyncio.to_thread(
+                retrying, admit, self.store, new, now=self.clock(), refusal=late
+            )
+            # a retry after a broken connection finds its own first try committed: still ours
+            if not admission.created and admission.generation_id != new_id:  # the same request again
+                retained = self.live.get(admission.generation_id)
+                if retained is None:
+                    raise NotRetained(admission.generation_id, str(admission.state))
+                return retained
+            live = LiveGeneration(
+                new_id, tenant.id, EventLog(new_id, self.settings.max_events, self.settings.max_bytes)
+            )
+            live.observer = observe_generation(
+                self.tracer,
+                self.metrics,
+                generation_id=new_id,
+                request_id=new.request_id,
+                tenant=tenant.id,
+                version=version.version_id,
+                prompt_tokens=len(prompt_ids),
+                max_output_tokens=req.params.max_output_tokens,
+                tier=run.tier,
+                received_ns=received_ns,
+                received_s=received_s,
+            )
+            self.live.add(live)
+            live.task = task = asyncio.create_task(
+                self.runs.run(live, run, ticket), name=f"generation-{new_id}"
+            )
+            return live
+        finally:
+            if task is None:
+                self.dispatcher.arrived(new_id)
+            else:
+                task.add_done_callback(lambda _: self.dispatcher.arrived(new_id))
 
     def start_background(self) -> None:
         """Starts renewing live runs' leases and sweeping expired ones (frontend/leases.py), and
@@ -267,34 +279,3 @@ class GenerationManager:
             message.queue_position, wait_s = queued[0], queued[1]
             message.predicted_wait_ms = int(wait_s * 1000)
         return message
-
-
-def generation_message(g: GenerationRecord) -> pb.Generation:
-    billed = g.usage
-    return pb.Generation(
-        generation_id=g.generation_id,
-        request_id=g.request_id,
-        state=pb.Generation.State.Value(str(g.state)),
-        model_version=g.model_version_id,
-        finish_reason=_reason(g.terminal_reason, GenerationState(g.state)),
-        epoch=g.epoch or 0,
-        usage=pb.TokenUsage(
-            input_tokens=billed.billed.input_tokens,
-            cached_input_tokens=billed.billed.cached_input_tokens,
-            output_tokens=billed.billed.output_tokens,
-        ),
-        usage_final=billed.final,
-    )
-
-
-def _reason(name: str | None, state: GenerationState) -> pb.Finished.Reason:
-    """The API's finish reason of a recorded terminal reason (SLOW_CONSUMER is CANCELED, ...)."""
-    value = pb.Finished.Reason.DESCRIPTOR.values_by_name.get(name or "")
-    if value is not None:
-        return Reason.Value(value.name)
-    by_state = {
-        GenerationState.CANCELED: Reason.CANCELED,
-        GenerationState.INTERRUPTED: Reason.INTERRUPTED,
-        GenerationState.FAILED: Reason.FAILED,
-    }
-    return by_state.get(state, Reason.REASON_UNSPECIFIED)

@@ -62,6 +62,7 @@ class Dispatcher:
         self._waiting: dict[str, tuple[Ticket, asyncio.Future[WorkerHandle]]] = {}
         self._started: set[str] = set()
         self._versions: dict[str, str] = {}  # generation id -> pinned version, while queued
+        self._arriving: dict[str, Ticket] = {}  # recorded QUEUED here, not yet in the queue
 
     # --- admission --------------------------------------------------------------------------
 
@@ -80,15 +81,27 @@ class Dispatcher:
                 retry_after_s=max(1.0, wait - allowed),
             )
 
+    def arriving(self, ticket: Ticket) -> None:
+        """Its generation is being admitted here (recorded QUEUED, on its way to dispatch): until
+        it joins the queue or `arrived()`, queued() answers the place it would take."""
+        self._arriving[ticket.generation_id] = ticket
+
+    def arrived(self, generation_id: str) -> None:
+        """It joined the queue, or will not (refused, ended): forgets it as arriving."""
+        self._arriving.pop(generation_id, None)
+
     def queued(self, generation_id: str) -> tuple[int, float] | None:
         """(1-based position in the fair queue, predicted wait in s) while the generation waits here
-        for worker room; None when it is not waiting."""
+        for worker room, or is on its way to; None when it is not waiting."""
         waiting = self._waiting.get(generation_id)
-        if waiting is None:
+        if waiting is not None:
+            ticket = waiting[0]
+            order = [t.generation_id for t in self._queue.in_order()]
+            position = order.index(generation_id) + 1 if generation_id in order else 1
+        elif (arriving := self._arriving.get(generation_id)) is not None:
+            ticket, position = arriving, self._queue.place(arriving)
+        else:
             return None
-        ticket = waiting[0]
-        order = [t.generation_id for t in self._queue.in_order()]
-        position = order.index(generation_id) + 1 if generation_id in order else 1
         wait = self.predictor.predict_wait_s(
             ticket.tenant_id, ticket.weight, ticket.tier, ticket.prompt_tokens
         )
@@ -188,6 +201,7 @@ class Dispatcher:
             )
         future: asyncio.Future[WorkerHandle] = asyncio.get_running_loop().create_future()
         self._queue.push(ticket)
+        self.arrived(ticket.generation_id)
         self._waiting[ticket.generation_id] = (ticket, future)
         self._versions[ticket.generation_id] = version_id
         self.pump()

@@ -96,3 +96,15 @@ def test_fair_queue_remove() -> None:
     q.push(b)
     q.remove(a)
     assert len(q) == 1 and q.head() is b
+
+
+def test_fair_queue_place_is_where_a_push_would_go_and_changes_nothing() -> None:
+    q = FairQueue()
+    for i in range(3):
+        q.push(ticket(f"a{i}", "A", 100))  # start tags 0, 100, 200
+    b0 = ticket("b0", "B", 100)
+    assert q.place(b0) == 2  # starts at 0 like a0, which arrived first
+    assert q.place(ticket("a3", "A", 100)) == 4  # behind A's own backlog
+    assert len(q) == 3
+    q.push(b0)
+    assert [t.generation_id for t in q.in_order()] == ["a0", "b0", "a1", "a2"]

@@ -209,3 +209,30 @@ async def test_a_lost_stream_holds_the_worker_back_only_in_a_pool_that_holds_sus
             assert got.worker.worker_id == "w2"
         assert (pool.workers["w1"].suspect_since is not None) is holds
         assert [w.worker_id for w in pool.routable(V)] == (["w2"] if holds else ["w1", "w2"])
+
+
+async def test_a_generation_on_its_way_to_the_queue_already_has_its_place() -> None:
+    """Admission records it QUEUED before its run reaches dispatch(): GetGeneration must not
+    answer position 0 (not queued here) in between."""
+    d = Dispatcher(pool_of(w1=(FakeClient(), 10)), queue_wait_s={INTERACTIVE: 30.0})
+    hold = asyncio.Event()
+
+    async def run(gid: str) -> None:
+        async with d.dispatch(ticket(gid, "A"), request(gid), V):
+            await hold.wait()
+
+    first = asyncio.create_task(run("a0"))  # takes the whole pool
+    while d.pool.workers["w1"].free_blocks(V):
+        await asyncio.sleep(0.01)
+    d.arriving(ticket("a1", "A"))
+    assert (d.queued("a1") or (0, 0.0))[0] == 1  # nothing waits ahead of it
+    second = asyncio.create_task(run("a1"))
+    while not len(d._queue):
+        await asyncio.sleep(0.01)
+    d.arriving(ticket("b0", "B"))  # B has run nothing: it would stand before A's second
+    assert (d.queued("b0") or (0, 0.0))[0] == 1 and (d.queued("a1") or (0, 0.0))[0] == 1
+    d.arrived("b0")  # refused, say: no longer anywhere
+    assert d.queued("b0") is None
+    hold.set()
+    await asyncio.gather(first, second)
+    assert d.queued("a1") is None  # it joined the queue, ran and left: nothing is kept
