@@ -66,12 +66,19 @@ def create_or_get_generation(session: Session, new: NewGeneration, *, now: datet
     }
     stmt = insert_for(session, Generation).values(values)
     conflict_free = stmt.on_conflict_do_nothing(index_elements=["tenant_id", "request_id"])
-    inserted = session.execute(conflict_free.returning(Generation.__table__.c.id)).first() is not None
-    generation = session.scalars(
-        select(Generation)
-        .where(Generation.tenant_id == new.tenant_id, Generation.request_id == new.request_id)
-        .execution_options(populate_existing=True)
-    ).one()
+    # the new row comes back from the INSERT itself: a second statement only when it was there
+    created = session.scalars(
+        conflict_free.returning(Generation), execution_options={"populate_existing": True}
+    ).one_or_none()
+    inserted = created is not None
+    generation = (
+        created
+        or session.scalars(
+            select(Generation)
+            .where(Generation.tenant_id == new.tenant_id, Generation.request_id == new.request_id)
+            .execution_options(populate_existing=True)
+        ).one()
+    )
     if generation.payload_sha256 != new.payload_sha256:
         raise RequestIdConflict(new.tenant_id, new.request_id, generation.id)
     # inserted now, not found: a retry whose first try committed (same id) is not created again

@@ -51,7 +51,7 @@ def admit(
         if tenant is None:
             raise LookupError(f"unknown tenant {generation.tenant_id}")
         require_servable(session, generation.model_version_id)
-        reserve(session, charge_of(generation), limits_of(tenant), now=now)
+        reserve(session, charge_of(generation), limits_of(tenant), now=now, created_here=True)
         if refusal is not None:
             raise refusal
         lease = begin_attempt(session, generation.id, dispatch, now=now) if dispatch is not None else None
