@@ -105,10 +105,38 @@ def reserve(
 
 def release_reservation(session: Session, charge: Charge, *, now: datetime) -> Reservation | None:
     """Releases the reservation of `charge` (a generation that has ended) once, refunding what its
-    watermarks did not bill; later calls (and unreserved generations) are no-ops."""
-    reservation = session.get(Reservation, charge.generation_id, with_for_update=True, populate_existing=True)
-    if reservation is None or reservation.released_at is not None:
-        return reservation
+    watermarks did not bill; later calls (and unreserved generations) are no-ops.
+
+    The reservation row is released by one conditional UPDATE (RETURNING it), which also takes its
+    lock: of two concurrent releases, the second matches nothing once the first commits."""
+    billed = generation_usage(session, charge.generation_id).billed
+    refund_in = max(charge.input_tokens - billed.input_tokens, 0)
+    refund_out = max(charge.output_tokens - billed.output_tokens, 0)
+    reservation = session.scalars(
+        update(Reservation)
+        .where(Reservation.generation_id == charge.generation_id, Reservation.released_at.is_(None))
+        .values(released_at=now, refunded_input_tokens=refund_in, refunded_output_tokens=refund_out)
+        .returning(Reservation),
+        execution_options={"populate_existing": True},
+    ).one_or_none()
+    if reservation is None:  # none, or released before: as it was
+        return session.get(Reservation, charge.generation_id, populate_existing=True)
+    ledger, rate = TenantLedger, RateWindow
+    connection = session.connection()
+    connection.execute(
+        update(ledger)
+        .where(ledger.tenant_id == reservation.tenant_id)
+        .values(
+            active_generations=ledger.active_generations - 1,
+            reserved_tokens=ledger.reserved_tokens - charge.tokens,
+        )
+    )
+    connection.execute(
+        update(rate)
+        .where(rate.tenant_id == reservation.tenant_id, rate.window_start == reservation.window_start)
+        .values(input_tokens=rate.input_tokens - refund_in, output_tokens=rate.output_tokens - refund_out)
+    )
+    return reservation
     billed = generation_usage(session, charge.generation_id).billed
     refund_in = max(charge.input_tokens - billed.input_tokens, 0)
     refund_out = max(charge.output_tokens - billed.output_tokens, 0)

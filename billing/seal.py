@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from sqlalchemy import func, update
 from sqlalchemy.orm import Session
 
 from billing.models import Watermark
@@ -19,10 +20,13 @@ from billing.usage import WatermarkView, view
 def seal_watermark(session: Session, generation_id: str, epoch: int, *, now: datetime) -> WatermarkView:
     """Freezes the attempt's watermark (a sealed one keeps its seal time); `LookupError` if the attempt
     has no watermark."""
-    watermark = session.get(Watermark, (generation_id, epoch), with_for_update=True, populate_existing=True)
+    watermark = session.scalars(  # one statement: it takes the row's lock, as FOR UPDATE did
+        update(Watermark)
+        .where(Watermark.generation_id == generation_id, Watermark.epoch == epoch)
+        .values(sealed_at=func.coalesce(Watermark.sealed_at, now))
+        .returning(Watermark),
+        execution_options={"populate_existing": True},
+    ).one_or_none()
     if watermark is None:
         raise LookupError(f"attempt {generation_id}/{epoch} has no watermark")
-    if watermark.sealed_at is None:
-        watermark.sealed_at = now
-    session.flush()
     return view(watermark)

@@ -8,7 +8,8 @@ shared by every generation: lease renewals, the sweeper, registry and catalog re
                      the tenant's first admission, and a window's by the first in that minute)
     start_attempt    QUEUED -> RUNNING under the row lock; the attempt's watermark opened
     usage            one aggregator batch: the cumulative report stored, the watermark advanced
-    finish           fenced terminal update; the bill sealed; the reservation released, refunded
+    finish           fenced terminal update; the bill sealed (UPDATE ... RETURNING); the reservation
+                     released by a conditional UPDATE ... RETURNING, and refunded
     get_generation   GetGeneration: the row and its bill
 """
 
@@ -73,10 +74,10 @@ def test_one_generation_costs_one_transaction_per_step(store: Store) -> None:
         "start_attempt": (4, 1),
         "usage": (4, 1),  # one batch: shared by every report the aggregator gathered meanwhile
         "renew (per round)": (4, 1),  # every live generation of the frontend: 3 statements each + 1
-        "finish": (11, 1),
+        "finish": (9, 1),
         "get_generation": (2, 1),
     }
     if store.dialect == "postgresql":  # + BEGIN and COMMIT, + the pool's liveness ping at checkout
         assert costs["admit"].round_trips == 6 + 2 + 1
         per_generation = sum(costs[s].round_trips for s in ("admit", "start_attempt", "usage", "finish"))
-        assert per_generation == 37
+        assert per_generation == 35
