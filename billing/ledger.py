@@ -117,7 +117,7 @@ def release_reservation(session: Session, charge: Charge, *, now: datetime) -> R
         .where(Reservation.generation_id == charge.generation_id, Reservation.released_at.is_(None))
         .values(released_at=now, refunded_input_tokens=refund_in, refunded_output_tokens=refund_out)
         .returning(Reservation),
-        execution_options={"populate_existing": True},
+        execution_options={"populate_existing": True, "synchronize_session": False},
     ).one_or_none()
     if reservation is None:  # none, or released before: as it was
         return session.get(Reservation, charge.generation_id, populate_existing=True)

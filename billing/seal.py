@@ -25,7 +25,7 @@ def seal_watermark(session: Session, generation_id: str, epoch: int, *, now: dat
         .where(Watermark.generation_id == generation_id, Watermark.epoch == epoch)
         .values(sealed_at=func.coalesce(Watermark.sealed_at, now))
         .returning(Watermark),
-        execution_options={"populate_existing": True},
+        execution_options={"populate_existing": True, "synchronize_session": False},
     ).one_or_none()
     if watermark is None:
         raise LookupError(f"attempt {generation_id}/{epoch} has no watermark")
