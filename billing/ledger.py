@@ -14,11 +14,13 @@ The ledger works on plain values: a `Charge` (what one generation reserves) and 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any, cast
 
-from sqlalchemy import Executable, Update, update
+from sqlalchemy import Executable, Table, Update, bindparam, select, update
 from sqlalchemy.orm import Session
 
 from billing.errors import QuotaExceeded, QuotaKind
@@ -103,63 +105,60 @@ def reserve(
     return reservation
 
 
-def release_reservation(session: Session, charge: Charge, *, now: datetime) -> Reservation | None:
+@dataclass(slots=True, frozen=True)
+class Released:
+    """A generation's released reservation: when, and what was refunded to its window."""
+
+    released_at: datetime
+    refunded_input_tokens: int
+    refunded_output_tokens: int
+
+
+def release_reservation(session: Session, charge: Charge, *, now: datetime) -> Released | None:
     """Releases the reservation of `charge` (a generation that has ended) once, refunding what its
-    watermarks did not bill; later calls (and unreserved generations) are no-ops.
+    watermarks did not bill; later calls answer it as released then, and an unreserved generation
+    None.
 
     The reservation row is released by one conditional UPDATE (RETURNING it), which also takes its
     lock: of two concurrent releases, the second matches nothing once the first commits."""
     billed = generation_usage(session, charge.generation_id).billed
     refund_in = max(charge.input_tokens - billed.input_tokens, 0)
     refund_out = max(charge.output_tokens - billed.output_tokens, 0)
-    reservation = session.scalars(
-        update(Reservation)
-        .where(Reservation.generation_id == charge.generation_id, Reservation.released_at.is_(None))
-        .values(released_at=now, refunded_input_tokens=refund_in, refunded_output_tokens=refund_out)
-        .returning(Reservation),
-        execution_options={"populate_existing": True, "synchronize_session": False},
-    ).one_or_none()
-    if reservation is None:  # none, or released before: as it was
-        return session.get(Reservation, charge.generation_id, populate_existing=True)
-    ledger, rate = TenantLedger, RateWindow
+    params = {
+        "generation": charge.generation_id,
+        "now": now,
+        "refund_in": refund_in,
+        "refund_out": refund_out,
+    }
     connection = session.connection()
-    connection.execute(
-        update(ledger)
-        .where(ledger.tenant_id == reservation.tenant_id)
-        .values(
-            active_generations=ledger.active_generations - 1,
-            reserved_tokens=ledger.reserved_tokens - charge.tokens,
-        )
+    row = connection.execute(_RELEASE, params).one_or_none()
+    if row is None:  # none, or released before: as it was
+        before = connection.execute(_RELEASED, params).one_or_none()
+        return None if before is None else Released(*before)
+    tenant, start = row[0], row[1]
+    connection.execute(_UNLOAD, {"tenant": tenant, "tokens": charge.tokens})
+    connection.execute(_REFUND, {"tenant": tenant, "start": start} | params)
+    return Released(*row[2:])
+
+
+_RESERVATION = cast(Table, Reservation.__table__)
+_OUTCOME = (
+    _RESERVATION.c.released_at,
+    _RESERVATION.c.refunded_input_tokens,
+    _RESERVATION.c.refunded_output_tokens,
+)
+# The release's statements, built once (every generation's end runs them)
+_RELEASE = (
+    update(_RESERVATION)
+    .where(_RESERVATION.c.generation_id == bindparam("generation"), _RESERVATION.c.released_at.is_(None))
+    .values(
+        released_at=bindparam("now", type_=_RESERVATION.c.released_at.type),
+        refunded_input_tokens=bindparam("refund_in"),
+        refunded_output_tokens=bindparam("refund_out"),
     )
-    connection.execute(
-        update(rate)
-        .where(rate.tenant_id == reservation.tenant_id, rate.window_start == reservation.window_start)
-        .values(input_tokens=rate.input_tokens - refund_in, output_tokens=rate.output_tokens - refund_out)
-    )
-    return reservation
-    billed = generation_usage(session, charge.generation_id).billed
-    refund_in = max(charge.input_tokens - billed.input_tokens, 0)
-    refund_out = max(charge.output_tokens - billed.output_tokens, 0)
-    ledger, rate = TenantLedger, RateWindow
-    connection = session.connection()
-    connection.execute(
-        update(ledger)
-        .where(ledger.tenant_id == reservation.tenant_id)
-        .values(
-            active_generations=ledger.active_generations - 1,
-            reserved_tokens=ledger.reserved_tokens - charge.tokens,
-        )
-    )
-    connection.execute(
-        update(rate)
-        .where(rate.tenant_id == reservation.tenant_id, rate.window_start == reservation.window_start)
-        .values(input_tokens=rate.input_tokens - refund_in, output_tokens=rate.output_tokens - refund_out)
-    )
-    reservation.released_at = now
-    reservation.refunded_input_tokens = refund_in
-    reservation.refunded_output_tokens = refund_out
-    session.flush()
-    return reservation
+    .returning(_RESERVATION.c.tenant_id, _RESERVATION.c.window_start, *_OUTCOME)
+)
+_RELEASED = select(*_OUTCOME).where(_RESERVATION.c.generation_id == bindparam("generation"))
 
 
 def tenant_load(session: Session, tenant_id: str) -> TenantLoad:
@@ -177,37 +176,79 @@ def rate_usage(
     return RateUsage(start, row.input_tokens if row else 0, row.output_tokens if row else 0)
 
 
-def _charged(session: Session, charge_row: Update, create_row: Executable) -> bool:
+_LEDGER, _RATE = cast(Table, TenantLedger.__table__), cast(Table, RateWindow.__table__)
+# The two conditional UPDATEs, built once: admission runs them for every generation
+_CHARGE_LOAD = (
+    update(_LEDGER)
+    .where(
+        _LEDGER.c.tenant_id == bindparam("tenant"),
+        _LEDGER.c.active_generations < bindparam("max_live"),
+        _LEDGER.c.reserved_tokens + bindparam("tokens") <= bindparam("max_tokens"),
+    )
+    .values(
+        active_generations=_LEDGER.c.active_generations + 1,
+        reserved_tokens=_LEDGER.c.reserved_tokens + bindparam("tokens"),
+    )
+)
+_CHARGE_RATE = (
+    update(_RATE)
+    .where(
+        _RATE.c.tenant_id == bindparam("tenant"),
+        _RATE.c.window_start == bindparam("start"),
+        _RATE.c.input_tokens + bindparam("want_in") <= bindparam("limit_in"),
+        _RATE.c.output_tokens + bindparam("want_out") <= bindparam("limit_out"),
+    )
+    .values(
+        input_tokens=_RATE.c.input_tokens + bindparam("want_in"),
+        output_tokens=_RATE.c.output_tokens + bindparam("want_out"),
+    )
+)
+_UNLOAD = (
+    update(_LEDGER)
+    .where(_LEDGER.c.tenant_id == bindparam("tenant"))
+    .values(
+        active_generations=_LEDGER.c.active_generations - 1,
+        reserved_tokens=_LEDGER.c.reserved_tokens - bindparam("tokens"),
+    )
+)
+_REFUND = (
+    update(_RATE)
+    .where(_RATE.c.tenant_id == bindparam("tenant"), _RATE.c.window_start == bindparam("start"))
+    .values(
+        input_tokens=_RATE.c.input_tokens - bindparam("refund_in"),
+        output_tokens=_RATE.c.output_tokens - bindparam("refund_out"),
+    )
+)
+
+
+def _charged(
+    session: Session, charge_row: Update, params: dict[str, Any], create_row: Callable[[], Executable]
+) -> bool:
     """Whether the conditional UPDATE `charge_row` charged its counter row. The row usually exists
     (a tenant's ledger; a window's after its first admission): one statement. Where the UPDATE
     matched nothing, the row is created if missing (a concurrent creator's insert is waited for)
     and the UPDATE tried once more; a refusal still matches nothing."""
-    if session.connection().execute(charge_row).rowcount == 1:
+    connection = session.connection()
+    if connection.execute(charge_row, params).rowcount == 1:
         return True
-    session.execute(create_row)
-    return session.connection().execute(charge_row).rowcount == 1
+    session.execute(create_row())
+    return connection.execute(charge_row, params).rowcount == 1
 
 
 def _charge_load(session: Session, charge: Charge, limits: TenantLimits) -> None:
-    ledger, tenant_id, tokens = TenantLedger, charge.tenant_id, charge.tokens
-    charge_row = (
-        update(ledger)
-        .where(
-            ledger.tenant_id == tenant_id,
-            ledger.active_generations < limits.max_concurrent_generations,
-            ledger.reserved_tokens + tokens <= limits.max_queued_tokens,
-        )
-        .values(
-            active_generations=ledger.active_generations + 1,
-            reserved_tokens=ledger.reserved_tokens + tokens,
-        )
-    )
-    create_row = (
-        insert_for(session, ledger)
+    tenant_id, tokens = charge.tenant_id, charge.tokens
+    params = {
+        "tenant": tenant_id,
+        "max_live": limits.max_concurrent_generations,
+        "tokens": tokens,
+        "max_tokens": limits.max_queued_tokens,
+    }
+    create_row = lambda: (  # noqa: E731
+        insert_for(session, TenantLedger)
         .values(tenant_id=tenant_id, active_generations=0, reserved_tokens=0)
         .on_conflict_do_nothing(index_elements=["tenant_id"])
     )
-    if _charged(session, charge_row, create_row):
+    if _charged(session, _CHARGE_LOAD, params, create_row):
         return
     load = tenant_load(session, tenant_id)
     if load.active_generations >= limits.max_concurrent_generations:
@@ -236,23 +277,20 @@ def _charge_rate(
     limit_in = int(limits.input_tokens_per_minute * scale)
     limit_out = int(limits.output_tokens_per_minute * scale)
     tenant_id, want_in, want_out = charge.tenant_id, charge.input_tokens, charge.output_tokens
-    rate = RateWindow
-    charge_row = (
-        update(rate)
-        .where(
-            rate.tenant_id == tenant_id,
-            rate.window_start == start,
-            rate.input_tokens + want_in <= limit_in,
-            rate.output_tokens + want_out <= limit_out,
-        )
-        .values(input_tokens=rate.input_tokens + want_in, output_tokens=rate.output_tokens + want_out)
-    )
-    create_row = (
-        insert_for(session, rate)
+    params = {
+        "tenant": tenant_id,
+        "start": start,
+        "want_in": want_in,
+        "want_out": want_out,
+        "limit_in": limit_in,
+        "limit_out": limit_out,
+    }
+    create_row = lambda: (  # noqa: E731
+        insert_for(session, RateWindow)
         .values(tenant_id=tenant_id, window_start=start, input_tokens=0, output_tokens=0)
         .on_conflict_do_nothing(index_elements=["tenant_id", "window_start"])
     )
-    if _charged(session, charge_row, create_row):
+    if _charged(session, _CHARGE_RATE, params, create_row):
         return
     used = rate_usage(session, tenant_id, now=now, window=window)
     if used.input_tokens + want_in > limit_in:

@@ -9,8 +9,9 @@ runs all three in one transaction.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import cast
 
-from sqlalchemy import func, update
+from sqlalchemy import Table, bindparam, func, update
 from sqlalchemy.orm import Session
 
 from billing.models import Watermark
@@ -20,13 +21,20 @@ from billing.usage import WatermarkView, view
 def seal_watermark(session: Session, generation_id: str, epoch: int, *, now: datetime) -> WatermarkView:
     """Freezes the attempt's watermark (a sealed one keeps its seal time); `LookupError` if the attempt
     has no watermark."""
-    watermark = session.scalars(  # one statement: it takes the row's lock, as FOR UPDATE did
-        update(Watermark)
-        .where(Watermark.generation_id == generation_id, Watermark.epoch == epoch)
-        .values(sealed_at=func.coalesce(Watermark.sealed_at, now))
-        .returning(Watermark),
-        execution_options={"populate_existing": True, "synchronize_session": False},
+    watermark = session.execute(
+        _SEAL, {"generation": generation_id, "attempt": epoch, "now": now}
     ).one_or_none()
     if watermark is None:
         raise LookupError(f"attempt {generation_id}/{epoch} has no watermark")
     return view(watermark)
+
+
+_TABLE = cast(Table, Watermark.__table__)
+# One statement, built once: it takes the row's lock as a SELECT ... FOR UPDATE would, and a sealed
+# watermark keeps its seal time
+_SEAL = (
+    update(_TABLE)
+    .where(_TABLE.c.generation_id == bindparam("generation"), _TABLE.c.epoch == bindparam("attempt"))
+    .values(sealed_at=func.coalesce(_TABLE.c.sealed_at, bindparam("now", type_=_TABLE.c.sealed_at.type)))
+    .returning(*_TABLE.c)
+)

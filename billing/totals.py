@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import ColumnElement, SQLColumnExpression, case, func, select
+from sqlalchemy import ColumnElement, SQLColumnExpression, bindparam, case, func, select
 from sqlalchemy.orm import Session
 
 from billing.models import Watermark
@@ -22,15 +22,7 @@ class GenerationUsage:
 
 
 def generation_usage(session: Session, generation_id: str) -> GenerationUsage:
-    row = session.execute(
-        select(
-            total(Watermark.input_tokens),
-            total(Watermark.output_tokens),
-            total(Watermark.cached_input_tokens),
-            func.count(),
-            func.count(Watermark.sealed_at),
-        ).where(Watermark.generation_id == generation_id)
-    ).one()
+    row = session.execute(_USAGE, {"generation": generation_id}).one()
     i, o, c, attempts, sealed = (int(v) for v in row)
     return GenerationUsage(generation_id, UsageCounts(i, o, c), final=attempts > 0 and sealed == attempts)
 
@@ -40,3 +32,12 @@ def total(value: SQLColumnExpression[int], *, where: ColumnElement[bool] | None 
     if where is not None:
         value = case((where, value), else_=0)
     return func.coalesce(func.sum(value), 0)
+
+
+_USAGE = select(  # built once: every seal and GetGeneration reads it
+    total(Watermark.input_tokens),
+    total(Watermark.output_tokens),
+    total(Watermark.cached_input_tokens),
+    func.count(),
+    func.count(Watermark.sealed_at),
+).where(Watermark.generation_id == bindparam("generation"))

@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import ColumnElement, Integer, Update, bindparam, case, select, tuple_, update
+from sqlalchemy import ColumnElement, Integer, Row, Update, bindparam, case, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from billing.errors import InvalidUsageReport
@@ -188,7 +189,8 @@ def read_watermark(session: Session, generation_id: str, epoch: int) -> Watermar
     return read_watermarks(session, [(generation_id, epoch)]).get((generation_id, epoch))
 
 
-def view(w: Watermark) -> WatermarkView:
+def view(w: Watermark | Row[Any]) -> WatermarkView:
+    """A watermark as its ORM object or as a row of all its columns."""
     return WatermarkView(
         generation_id=w.generation_id,
         epoch=w.epoch,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -43,6 +44,20 @@ class CreateOrGet:
     created: bool  # False: an existing generation with the same request id and payload
 
 
+_FRESH = {"populate_existing": True}
+_CREATE: dict[str, Any] = {}  # per dialect: the INSERT ... ON CONFLICT DO NOTHING RETURNING, built once
+
+
+def _create_statement(session: Session) -> Any:
+    dialect = session.get_bind().dialect.name
+    if dialect not in _CREATE:
+        stmt = insert_for(session, Generation).on_conflict_do_nothing(
+            index_elements=["tenant_id", "request_id"]
+        )
+        _CREATE[dialect] = stmt.returning(Generation)
+    return _CREATE[dialect]
+
+
 def create_or_get_generation(session: Session, new: NewGeneration, *, now: datetime) -> CreateOrGet:
     """The generation for (tenant, request id): inserted QUEUED, or the existing one.
 
@@ -64,12 +79,8 @@ def create_or_get_generation(session: Session, new: NewGeneration, *, now: datet
         "created_at": now,
         "updated_at": now,
     }
-    stmt = insert_for(session, Generation).values(values)
-    conflict_free = stmt.on_conflict_do_nothing(index_elements=["tenant_id", "request_id"])
     # the new row comes back from the INSERT itself: a second statement only when it was there
-    created = session.scalars(
-        conflict_free.returning(Generation), execution_options={"populate_existing": True}
-    ).one_or_none()
+    created = session.scalars(_create_statement(session), values, execution_options=_FRESH).one_or_none()
     inserted = created is not None
     generation = (
         created

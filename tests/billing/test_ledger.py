@@ -19,6 +19,7 @@ from billing.ledger import (
     RATE_WINDOW,
     Charge,
     RateUsage,
+    Released,
     TenantLimits,
     TenantLoad,
     rate_usage,
@@ -73,7 +74,7 @@ def refused(store: Store, request_id: str, **kwargs: Any) -> QuotaExceeded:
     return e.value
 
 
-def release(store: Store, charge: Charge, seconds: float) -> Reservation | None:
+def release(store: Store, charge: Charge, seconds: float) -> Released | None:
     with store.transaction() as session:
         return release_reservation(session, charge, now=at(seconds))
 
