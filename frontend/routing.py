@@ -63,6 +63,7 @@ class Dispatcher:
         self._started: set[str] = set()
         self._versions: dict[str, str] = {}  # generation id -> pinned version, while queued
         self._arriving: dict[str, Ticket] = {}  # recorded QUEUED here, not yet in the queue
+        self._assigning: set[str] = set()  # handed room, its attempt not yet started (still QUEUED)
 
     # --- admission --------------------------------------------------------------------------
 
@@ -92,7 +93,8 @@ class Dispatcher:
 
     def queued(self, generation_id: str) -> tuple[int, float] | None:
         """(1-based position in the fair queue, predicted wait in s) while the generation waits here
-        for worker room, or is on its way to; None when it is not waiting."""
+        for worker room, is on its way to, or has just been handed room (1, 0: its attempt is
+        starting); None when it is not waiting."""
         waiting = self._waiting.get(generation_id)
         if waiting is not None:
             ticket = waiting[0]
@@ -100,6 +102,8 @@ class Dispatcher:
             position = order.index(generation_id) + 1 if generation_id in order else 1
         elif (arriving := self._arriving.get(generation_id)) is not None:
             ticket, position = arriving, self._queue.place(arriving)
+        elif generation_id in self._assigning:  # out of the queue, its attempt starting: next
+            return 1, 0.0
         else:
             return None
         wait = self.predictor.predict_wait_s(
@@ -133,8 +137,12 @@ class Dispatcher:
         backoff = REFUSED_BACKOFF_S
         try:
             worker = await self._acquire(ticket, version_id, deadline)
-            if on_assigned is not None:
-                await on_assigned()
+            self._assigning.add(ticket.generation_id)
+            try:
+                if on_assigned is not None:
+                    await on_assigned()
+            finally:
+                self._assigning.discard(ticket.generation_id)
             sent = request()
             tried: set[str] = set()
             while True:

@@ -78,6 +78,19 @@ def interactive_allowance(platform: Platform, seconds: float) -> Iterator[None]:
         allowances.update(saved)
 
 
+@contextmanager
+def disconnect_grace(platform: Platform, seconds: float) -> Iterator[None]:
+    """Runs with another disconnect grace: a test that disconnects and resumes on purpose must not
+    depend on coming back within the platform's 0.5 s on a busy machine."""
+    assert platform.manager is not None
+    live = platform.manager.live
+    saved, live.grace_s = live.grace_s, seconds
+    try:
+        yield
+    finally:
+        live.grace_s = saved
+
+
 def auth(key: str = KEY_ALPHA) -> tuple[tuple[str, str], ...]:
     return (("authorization", f"Bearer {key}"),)
 

@@ -118,15 +118,16 @@ async def test_drain_sends_new_work_elsewhere_and_lets_active_work_finish(ch, ad
     platform = admin_platform[0]
     stub = admin_pb2_grpc.AdminStub(ch)
     gen = generations_pb2_grpc.GenerationsStub(ch)
-    for _ in range(50):  # the previous test's cancelled generations release their blocks
-        if all(w.reserved.get(v, 0) == 0 for w in platform.pool.workers.values() for v in w.capacity):
-            break
-        await asyncio.sleep(0.1)
+    async with asyncio.timeout(300):  # the previous test's cancelled generations release their blocks
+        while any(w.reserved.get(v, 0) for w in platform.pool.workers.values() for v in w.capacity):
+            await asyncio.sleep(0.1)
+    # long enough to be running still after the checks below on any machine: it is cancelled after
     req = pb.GenerateRequest(
-        model=MODEL, prompt="Count:", max_output_tokens=40, sampling=pb.SamplingParams(ignore_eos=True)
+        model=MODEL, prompt="Count:", max_output_tokens=2000, sampling=pb.SamplingParams(ignore_eos=True)
     )
     active = gen.Generate(req, metadata=auth())
-    assert (await active.read()).HasField("started")
+    started = await active.read()
+    assert started.HasField("started")
     busy = [w.worker_id for w in platform.pool.workers.values() if w.active]
     assert len(busy) == 1
     drained = await stub.DrainWorker(admin_pb2.DrainWorkerRequest(worker_id=busy[0]), metadata=admin())
@@ -142,8 +143,16 @@ async def test_drain_sends_new_work_elsewhere_and_lets_active_work_finish(ch, ad
     now_sent = {w.worker_id: w.dispatched for w in platform.pool.workers.values()}
     assert {k: now_sent[k] - sent[k] for k in sent} == {k: 0 if k == busy[0] else 3 for k in sent}
     assert platform.pool.workers[busy[0]].active == 1  # still finishing its own
+    deltas = 0
+    while deltas < 3:  # and its tokens keep coming from the drained worker
+        event = await active.read()
+        assert not event.HasField("finished")
+        deltas += event.HasField("delta")
+    await gen.CancelGeneration(
+        pb.CancelGenerationRequest(generation_id=started.generation_id), metadata=auth()
+    )
     rest = await rest_of(active)
-    assert rest[-1].finished.reason == pb.Finished.Reason.OUTPUT_LIMIT
+    assert rest[-1].finished.reason == pb.Finished.Reason.CANCELED
     for call in others:
         assert (await rest_of(call))[-1].HasField("finished")
     await expect_error(

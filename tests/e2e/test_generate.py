@@ -3,6 +3,8 @@ events are ordered and numbered, and sampling, stop strings and ignore_eos are h
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 import pytest
 
@@ -11,7 +13,7 @@ from llm.v1 import generations_pb2_grpc
 from serving.platform import Platform
 from tests.conftest import hf_greedy
 from tests.e2e.conftest import auth
-from tests.e2e.worker_metrics import frontend_scrape, wait_until, wait_until_idle
+from tests.e2e.worker_metrics import HANG_S, frontend_scrape, wait_until, wait_until_idle
 
 Reason = pb.Finished.Reason
 PROMPTS = [
@@ -186,5 +188,9 @@ async def test_client_cancel_stops_the_worker_request(channel, platform: Platfor
     idle = await wait_until_idle(platform)
     assert idle["llm_worker_sequences:running"] == 0
     assert idle["llm_worker_kv_blocks:used"] == 0
-    assert frontend_scrape(platform)[lag] == before + 1  # recorded as a disconnect
+    # recorded as a disconnect once the run has ended (its seal comes after the worker freed it)
+    async with asyncio.timeout(HANG_S):
+        while frontend_scrape(platform).get(lag, 0.0) == before:
+            await asyncio.sleep(0.1)
+    assert frontend_scrape(platform)[lag] == before + 1
     await assert_worker_is_free(channel)

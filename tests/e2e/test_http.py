@@ -22,7 +22,7 @@ from frontend.settings import FrontendSettings, HttpSettings
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
 from serving.platform import Platform
-from tests.e2e.conftest import KEY_ALPHA, KEY_BETA, KEY_GAMMA, auth, interactive_allowance
+from tests.e2e.conftest import KEY_ALPHA, KEY_BETA, KEY_GAMMA, auth, disconnect_grace, interactive_allowance
 from tests.e2e.test_admission import long_prompt
 from tests.e2e.test_generate import generate, token_ids
 from tests.e2e.tls_ca import make_ca
@@ -101,7 +101,9 @@ async def test_chat_messages_as_a_list_and_as_the_proto_mapping_are_the_same_req
     assert as_list.json()["tokenIds"] == as_proto.json()["tokenIds"]
 
 
-async def test_resume_with_last_event_id_continues_with_no_gap_or_duplicate(client) -> None:
+async def test_resume_with_last_event_id_continues_with_no_gap_or_duplicate(
+    client, platform: Platform
+) -> None:
     body = {
         "requestId": "http-resume-1",
         "model": MODEL,
@@ -110,17 +112,17 @@ async def test_resume_with_last_event_id_continues_with_no_gap_or_duplicate(clie
         "sampling": {"ignoreEos": True},
     }
     seen: list[dict[str, Any]] = []
-    async with client.stream("POST", "/v1/generations", json={**body, "stream": True}) as r:
-        generation_id = r.headers["x-generation-id"]
-        async for event in sse(r):
-            seen.append(event)
-            if len(seen) == 5:
-                break  # the client goes away mid-stream
-    last = seen[-1]["id"]
-    headers = {"last-event-id": last}
-    async with client.stream("GET", f"/v1/generations/{generation_id}/events", headers=headers) as r:
-        assert r.status_code == 200
-        rest = [e async for e in sse(r)]
+    with disconnect_grace(platform, 120.0):  # back in time however busy the machine
+        async with client.stream("POST", "/v1/generations", json={**body, "stream": True}) as r:
+            generation_id = r.headers["x-generation-id"]
+            async for event in sse(r):
+                seen.append(event)
+                if len(seen) == 5:
+                    break  # the client goes away mid-stream
+        headers = {"last-event-id": seen[-1]["id"]}
+        async with client.stream("GET", f"/v1/generations/{generation_id}/events", headers=headers) as r:
+            assert r.status_code == 200
+            rest = [e async for e in sse(r)]
     sequences = [int(e["id"]) for e in seen + rest]
     assert sequences == list(range(1, len(sequences) + 1))
     assert "finished" in rest[-1]["data"]

@@ -11,7 +11,7 @@ from billing.totals import generation_usage
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc, usage_pb2, usage_pb2_grpc
 from serving.platform import Platform
-from tests.e2e.conftest import KEY_BETA, KEY_GAMMA, auth
+from tests.e2e.conftest import KEY_BETA, KEY_GAMMA, auth, disconnect_grace
 from tests.e2e.test_errors import expect_error
 from tests.e2e.test_generate import generate, token_ids
 from tests.e2e.worker_metrics import frontend_scrape
@@ -67,7 +67,7 @@ async def test_get_generation_by_id_and_request_id_and_not_for_other_tenants(cha
         )
 
 
-async def test_resume_replays_after_the_cursor_with_no_gap_or_duplicate(channel) -> None:
+async def test_resume_replays_after_the_cursor_with_no_gap_or_duplicate(channel, platform: Platform) -> None:
     stub = generations_pb2_grpc.GenerationsStub(channel)
     full = await generate(channel, request("resume-1", n=20))
     gid = full[0].generation_id
@@ -75,13 +75,13 @@ async def test_resume_replays_after_the_cursor_with_no_gap_or_duplicate(channel)
         e async for e in stub.Resume(pb.ResumeRequest(generation_id=gid, after_sequence=5), metadata=auth())
     ]
     assert tail == full[5:]
-    live = stub.Generate(request("resume-live", n=25), metadata=auth())
-    head = [await live.read() for _ in range(4)]
-    live.cancel()  # disconnect mid-stream, then resume within the grace period
-    gid2 = head[0].generation_id
-    rest = [
-        e async for e in stub.Resume(pb.ResumeRequest(generation_id=gid2, after_sequence=4), metadata=auth())
-    ]
+    with disconnect_grace(platform, 120.0):
+        live = stub.Generate(request("resume-live", n=25), metadata=auth())
+        head = [await live.read() for _ in range(4)]
+        live.cancel()  # disconnect mid-stream, then resume within the grace period
+        gid2 = head[0].generation_id
+        resumed = stub.Resume(pb.ResumeRequest(generation_id=gid2, after_sequence=4), metadata=auth())
+        rest = [e async for e in resumed]
     events = head + rest
     assert [e.sequence for e in events] == list(range(1, len(events) + 1))
     assert events[-1].finished.reason == Reason.OUTPUT_LIMIT and len(token_ids(events)) == 25

@@ -29,8 +29,11 @@ def scrape_url(url: str) -> dict[str, float]:
     return values
 
 
+HANG_S = 120.0  # how long the waits below poll before giving up: a hang guard, not a deadline
+
+
 async def wait_until(
-    platform: Platform, predicate: Callable[[dict[str, float]], bool], timeout_s: float = 30.0
+    platform: Platform, predicate: Callable[[dict[str, float]], bool], timeout_s: float = HANG_S
 ) -> dict[str, float]:
     """Polls until `predicate` holds on a scrape; returns the last scrape (checked by the caller)."""
     values = scrape(platform)
@@ -50,7 +53,7 @@ def _idle(values: dict[str, float]) -> bool:
     )
 
 
-async def wait_until_idle(platform: Platform, timeout_s: float = 30.0) -> dict[str, float]:
+async def wait_until_idle(platform: Platform, timeout_s: float = HANG_S) -> dict[str, float]:
     """Polls until no sequence is running or waiting and no KV block is referenced, on scrapes
     spanning PUBLISH_S: a busy worker republishes its gauges at least that often, so a stale idle
     reading (say, before its first publish) cannot pass. Returns the last scrape."""
@@ -58,16 +61,18 @@ async def wait_until_idle(platform: Platform, timeout_s: float = 30.0) -> dict[s
     return await wait_until_idle_at(f"http://127.0.0.1:{platform.triton.metrics_port}/metrics", timeout_s)
 
 
-async def wait_until_idle_at(url: str, timeout_s: float = 30.0) -> dict[str, float]:
-    """`wait_until_idle` for the worker whose Triton metrics endpoint is `url`."""
+async def wait_until_idle_at(url: str, timeout_s: float = HANG_S) -> dict[str, float]:
+    """`wait_until_idle` for the worker whose Triton metrics endpoint is `url`; fails the test when
+    the worker is still busy after `timeout_s` (a caller would go on with another's work in it)."""
     deadline = asyncio.get_running_loop().time() + timeout_s
     idle_since: float | None = None
     while True:
         values = scrape_url(url)
         now = asyncio.get_running_loop().time()
         idle_since = (idle_since or now) if _idle(values) else None
-        if (idle_since is not None and now - idle_since >= PUBLISH_S) or now > deadline:
+        if idle_since is not None and now - idle_since >= PUBLISH_S:
             return values
+        assert now < deadline, f"the worker is still busy after {timeout_s:.0f} s: {values}"
         await asyncio.sleep(0.1)
 
 

@@ -236,3 +236,17 @@ async def test_a_generation_on_its_way_to_the_queue_already_has_its_place() -> N
     hold.set()
     await asyncio.gather(first, second)
     assert d.queued("a1") is None  # it joined the queue, ran and left: nothing is kept
+
+
+async def test_a_generation_handed_room_is_next_until_its_attempt_has_started() -> None:
+    """Between leaving the queue and its attempt's start (QUEUED -> RUNNING, on_assigned), the
+    generation is still QUEUED in the store: GetGeneration must answer it next, not position 0."""
+    d = Dispatcher(pool_of(w1=(FakeClient(), 10)))
+    seen: list[tuple[int, float] | None] = []
+
+    async def starting() -> None:
+        seen.append(d.queued("g"))
+
+    async with d.dispatch(ticket("g"), request("g"), V, starting):
+        assert d.queued("g") is None  # its attempt started: it is running, not queued
+    assert seen == [(1, 0.0)]

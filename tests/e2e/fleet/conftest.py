@@ -32,6 +32,7 @@ def fleet_config(store_url: str) -> dict[str, Any]:
             "attempt_lease_s": 6.0,  # a killed frontend's generations are swept within seconds
             "catalog_refresh_s": 0.5,
             "stream_max_events": 512,
+            "slow_consumer_timeout_s": 600.0,  # a run paused for an unhurried test's reader waits
         },
         "http": {"listen": ""},
         "store": {"url": store_url},

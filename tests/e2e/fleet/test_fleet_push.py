@@ -95,12 +95,14 @@ async def test_a_version_pushed_to_one_frontend_serves_fleet_wide_and_retires_ev
         await until(functools.partial(serves, channel), "the frontend serves the pushed version")
     assert files(whole_fleet.frontends[1].repository / name / version) == pushed_files
 
-    # a generation pinned to it holds the retirement: Converse cannot run past its unacked window
+    # a generation pinned to it holds the retirement. It cannot end before the checks below: with
+    # nothing acked, its run pauses once its event log holds stream_max_events (512) of its 1,000
+    # tokens' events, until read_acking acks them (the fleet's slow-consumer timeout is 600 s)
     converse = stub(f2).Converse(metadata=auth())
     start = pb.GenerateRequest(
         model=version_id,
         prompt="Count:",
-        max_output_tokens=200,
+        max_output_tokens=1000,
         request_id="fleet-held",
         sampling=pb.SamplingParams(ignore_eos=True),
     )
