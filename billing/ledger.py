@@ -18,11 +18,12 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import Executable, Table, Update, bindparam, select, update
+from sqlalchemy import Executable, Update
 from sqlalchemy.orm import Session
 
+from billing import ledger_sql as sql
 from billing.errors import QuotaExceeded, QuotaKind
 from billing.models import RateWindow, Reservation, TenantLedger
 from billing.totals import generation_usage
@@ -131,34 +132,14 @@ def release_reservation(session: Session, charge: Charge, *, now: datetime) -> R
         "refund_out": refund_out,
     }
     connection = session.connection()
-    row = connection.execute(_RELEASE, params).one_or_none()
+    row = connection.execute(sql.RELEASE, params).one_or_none()
     if row is None:  # none, or released before: as it was
-        before = connection.execute(_RELEASED, params).one_or_none()
+        before = connection.execute(sql.RELEASED, params).one_or_none()
         return None if before is None else Released(*before)
     tenant, start = row[0], row[1]
-    connection.execute(_UNLOAD, {"tenant": tenant, "tokens": charge.tokens})
-    connection.execute(_REFUND, {"tenant": tenant, "start": start} | params)
+    connection.execute(sql.UNLOAD, {"tenant": tenant, "tokens": charge.tokens})
+    connection.execute(sql.REFUND, {"tenant": tenant, "start": start} | params)
     return Released(*row[2:])
-
-
-_RESERVATION = cast(Table, Reservation.__table__)
-_OUTCOME = (
-    _RESERVATION.c.released_at,
-    _RESERVATION.c.refunded_input_tokens,
-    _RESERVATION.c.refunded_output_tokens,
-)
-# The release's statements, built once (every generation's end runs them)
-_RELEASE = (
-    update(_RESERVATION)
-    .where(_RESERVATION.c.generation_id == bindparam("generation"), _RESERVATION.c.released_at.is_(None))
-    .values(
-        released_at=bindparam("now", type_=_RESERVATION.c.released_at.type),
-        refunded_input_tokens=bindparam("refund_in"),
-        refunded_output_tokens=bindparam("refund_out"),
-    )
-    .returning(_RESERVATION.c.tenant_id, _RESERVATION.c.window_start, *_OUTCOME)
-)
-_RELEASED = select(*_OUTCOME).where(_RESERVATION.c.generation_id == bindparam("generation"))
 
 
 def tenant_load(session: Session, tenant_id: str) -> TenantLoad:
@@ -174,51 +155,6 @@ def rate_usage(
     start = window_start(now, window)
     row = session.get(RateWindow, (tenant_id, start), populate_existing=True)
     return RateUsage(start, row.input_tokens if row else 0, row.output_tokens if row else 0)
-
-
-_LEDGER, _RATE = cast(Table, TenantLedger.__table__), cast(Table, RateWindow.__table__)
-# The two conditional UPDATEs, built once: admission runs them for every generation
-_CHARGE_LOAD = (
-    update(_LEDGER)
-    .where(
-        _LEDGER.c.tenant_id == bindparam("tenant"),
-        _LEDGER.c.active_generations < bindparam("max_live"),
-        _LEDGER.c.reserved_tokens + bindparam("tokens") <= bindparam("max_tokens"),
-    )
-    .values(
-        active_generations=_LEDGER.c.active_generations + 1,
-        reserved_tokens=_LEDGER.c.reserved_tokens + bindparam("tokens"),
-    )
-)
-_CHARGE_RATE = (
-    update(_RATE)
-    .where(
-        _RATE.c.tenant_id == bindparam("tenant"),
-        _RATE.c.window_start == bindparam("start"),
-        _RATE.c.input_tokens + bindparam("want_in") <= bindparam("limit_in"),
-        _RATE.c.output_tokens + bindparam("want_out") <= bindparam("limit_out"),
-    )
-    .values(
-        input_tokens=_RATE.c.input_tokens + bindparam("want_in"),
-        output_tokens=_RATE.c.output_tokens + bindparam("want_out"),
-    )
-)
-_UNLOAD = (
-    update(_LEDGER)
-    .where(_LEDGER.c.tenant_id == bindparam("tenant"))
-    .values(
-        active_generations=_LEDGER.c.active_generations - 1,
-        reserved_tokens=_LEDGER.c.reserved_tokens - bindparam("tokens"),
-    )
-)
-_REFUND = (
-    update(_RATE)
-    .where(_RATE.c.tenant_id == bindparam("tenant"), _RATE.c.window_start == bindparam("start"))
-    .values(
-        input_tokens=_RATE.c.input_tokens - bindparam("refund_in"),
-        output_tokens=_RATE.c.output_tokens - bindparam("refund_out"),
-    )
-)
 
 
 def _charged(
@@ -248,7 +184,7 @@ def _charge_load(session: Session, charge: Charge, limits: TenantLimits) -> None
         .values(tenant_id=tenant_id, active_generations=0, reserved_tokens=0)
         .on_conflict_do_nothing(index_elements=["tenant_id"])
     )
-    if _charged(session, _CHARGE_LOAD, params, create_row):
+    if _charged(session, sql.CHARGE_LOAD, params, create_row):
         return
     load = tenant_load(session, tenant_id)
     if load.active_generations >= limits.max_concurrent_generations:
@@ -290,7 +226,7 @@ def _charge_rate(
         .values(tenant_id=tenant_id, window_start=start, input_tokens=0, output_tokens=0)
         .on_conflict_do_nothing(index_elements=["tenant_id", "window_start"])
     )
-    if _charged(session, _CHARGE_RATE, params, create_row):
+    if _charged(session, sql.CHARGE_RATE, params, create_row):
         return
     used = rate_usage(session, tenant_id, now=now, window=window)
     if used.input_tokens + want_in > limit_in:
