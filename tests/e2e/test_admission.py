@@ -25,7 +25,7 @@ D = TypeVar("D", bound=Message)
 
 def long_prompt(platform: Platform, tokens: int) -> str:
     """A prompt of about `tokens` tokens (checked within 10%)."""
-    text = " ".join(f"line {i} of the ledger." for i in range(tokens // 9))
+    text = " ".join(f"line {i} of the ledger." for i in range(tokens // 8))  # about 8.1 a line
     n = len(platform.registry.resolve(MODEL).tokenizer.encode(text))
     assert 0.9 * tokens <= n <= 1.1 * tokens, n
     return text
@@ -131,10 +131,11 @@ async def test_short_interactive_requests_are_not_stuck_behind_another_tenants_d
 ) -> None:
     """Alpha keeps six long documents in flight; beta's short request gets its first token before
     alpha's documents have all finished their prefill (first-come-first-served would queue it behind
-    every one: ~8,000 tokens). An order, not a time: the documents are 1,300 tokens so all six fit the
-    e2e worker's 600-block pool. `python -m bench fairness` measures the real scenario's latencies."""
+    every one: ~6,600 tokens). An order, not a time: the documents are 1,100 tokens (71 blocks each
+    with their output) so all six fit alpha's share of the e2e worker's pool (75% of 600 blocks) and
+    are running before beta asks. `python -m bench fairness` measures the real scenario's latencies."""
     stub = generations_pb2_grpc.GenerationsStub(channel)
-    doc = long_prompt(platform, 1300)
+    doc = long_prompt(platform, 1100)
     docs = [
         stub.Generate(
             pb.GenerateRequest(model=MODEL, prompt=f"{i} {doc}", max_output_tokens=16), metadata=auth()

@@ -37,13 +37,16 @@ async def test_one_trace_per_generation_with_its_span_tree(channel) -> None:
     )
     events = [e async for e in stub.Generate(req, metadata=auth(), timeout=60)]
     gid = events[0].generation_id
-    for _ in range(50):  # the delivery span ends when the RPC's done callback runs
-        spans = SPANS.get_finished_spans()
-        (root,) = [s for s in spans if s.name == "generation" and attrs(s)["llm.generation_id"] == gid]
-        children = [s for s in spans if s.parent is not None and s.parent.span_id == root.context.span_id]
-        if {s.name for s in children} >= CHILDREN:
-            break
-        await asyncio.sleep(0.1)
+    async with asyncio.timeout(120):  # a hang guard: the delivery span ends when the RPC's done callback runs
+        while True:
+            spans = SPANS.get_finished_spans()
+            roots = [s for s in spans if s.name == "generation" and attrs(s)["llm.generation_id"] == gid]
+            ids = {r.context.span_id for r in roots}
+            children = [s for s in spans if s.parent is not None and s.parent.span_id in ids]
+            if roots and {s.name for s in children} >= CHILDREN:
+                break
+            await asyncio.sleep(0.1)
+    (root,) = roots
     assert sorted(s.name for s in children) == sorted(CHILDREN)
     assert all(s.context.trace_id == root.context.trace_id for s in children)
     got = attrs(root)
