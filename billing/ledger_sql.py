@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import cast
 
-from sqlalchemy import Table, bindparam, select, update
+from sqlalchemy import String, Table, bindparam, select, update
 
 from billing.models import RateWindow, Reservation, TenantLedger
 
@@ -17,7 +17,7 @@ LEDGER, RATE = cast(Table, TenantLedger.__table__), cast(Table, RateWindow.__tab
 CHARGE_LOAD = (
     update(LEDGER)
     .where(
-        LEDGER.c.tenant_id == bindparam("tenant"),
+        LEDGER.c.tenant_id == bindparam("tenant", type_=String()),
         LEDGER.c.active_generations < bindparam("max_live"),
         LEDGER.c.reserved_tokens + bindparam("tokens") <= bindparam("max_tokens"),
     )
@@ -29,7 +29,7 @@ CHARGE_LOAD = (
 CHARGE_RATE = (
     update(RATE)
     .where(
-        RATE.c.tenant_id == bindparam("tenant"),
+        RATE.c.tenant_id == bindparam("tenant", type_=String()),
         RATE.c.window_start == bindparam("start"),
         RATE.c.input_tokens + bindparam("want_in") <= bindparam("limit_in"),
         RATE.c.output_tokens + bindparam("want_out") <= bindparam("limit_out"),
@@ -41,7 +41,7 @@ CHARGE_RATE = (
 )
 UNLOAD = (
     update(LEDGER)
-    .where(LEDGER.c.tenant_id == bindparam("tenant"))
+    .where(LEDGER.c.tenant_id == bindparam("tenant", type_=String()))
     .values(
         active_generations=LEDGER.c.active_generations - 1,
         reserved_tokens=LEDGER.c.reserved_tokens - bindparam("tokens"),
@@ -49,7 +49,7 @@ UNLOAD = (
 )
 REFUND = (
     update(RATE)
-    .where(RATE.c.tenant_id == bindparam("tenant"), RATE.c.window_start == bindparam("start"))
+    .where(RATE.c.tenant_id == bindparam("tenant", type_=String()), RATE.c.window_start == bindparam("start"))
     .values(
         input_tokens=RATE.c.input_tokens - bindparam("refund_in"),
         output_tokens=RATE.c.output_tokens - bindparam("refund_out"),
@@ -66,7 +66,10 @@ OUTCOME = (
 # The release's statements, built once (every generation's end runs them)
 RELEASE = (
     update(RESERVATION)
-    .where(RESERVATION.c.generation_id == bindparam("generation"), RESERVATION.c.released_at.is_(None))
+    .where(
+        RESERVATION.c.generation_id == bindparam("generation", type_=String()),
+        RESERVATION.c.released_at.is_(None),
+    )
     .values(
         released_at=bindparam("now", type_=RESERVATION.c.released_at.type),
         refunded_input_tokens=bindparam("refund_in"),
@@ -74,4 +77,4 @@ RELEASE = (
     )
     .returning(RESERVATION.c.tenant_id, RESERVATION.c.window_start, *OUTCOME)
 )
-RELEASED = select(*OUTCOME).where(RESERVATION.c.generation_id == bindparam("generation"))
+RELEASED = select(*OUTCOME).where(RESERVATION.c.generation_id == bindparam("generation", type_=String()))

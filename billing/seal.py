@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import cast
 
-from sqlalchemy import Table, bindparam, func, update
+from sqlalchemy import String, Table, bindparam, func, update
 from sqlalchemy.orm import Session
 
 from billing.models import Watermark
@@ -34,7 +34,10 @@ _TABLE = cast(Table, Watermark.__table__)
 # watermark keeps its seal time
 _SEAL = (
     update(_TABLE)
-    .where(_TABLE.c.generation_id == bindparam("generation"), _TABLE.c.epoch == bindparam("attempt"))
+    .where(
+        _TABLE.c.generation_id == bindparam("generation", type_=String()),
+        _TABLE.c.epoch == bindparam("attempt"),
+    )
     .values(sealed_at=func.coalesce(_TABLE.c.sealed_at, bindparam("now", type_=_TABLE.c.sealed_at.type)))
     .returning(*_TABLE.c)
 )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import ColumnElement, SQLColumnExpression, bindparam, case, func, select
+from sqlalchemy import ColumnElement, SQLColumnExpression, String, bindparam, case, func, select
 from sqlalchemy.orm import Session
 
 from billing.models import Watermark
@@ -40,4 +40,4 @@ _USAGE = select(  # built once: every seal and GetGeneration reads it
     total(Watermark.cached_input_tokens),
     func.count(),
     func.count(Watermark.sealed_at),
-).where(Watermark.generation_id == bindparam("generation"))
+).where(Watermark.generation_id == bindparam("generation", type_=String()))

@@ -194,6 +194,7 @@ class Dispatcher:
                 self.predictor.dropped(ticket, self.clock())
 
     async def _acquire(self, ticket: Ticket, version_id: str, deadline: float) -> WorkerHandle:
+        self.arrived(ticket.generation_id)  # from here it waits in the queue, or is refused
         routable = self.pool.routable(version_id)
         if not routable:
             raise unavailable("NO_WORKER", f"no ready worker holds {version_id} now")
@@ -209,7 +210,6 @@ class Dispatcher:
             )
         future: asyncio.Future[WorkerHandle] = asyncio.get_running_loop().create_future()
         self._queue.push(ticket)
-        self.arrived(ticket.generation_id)
         self._waiting[ticket.generation_id] = (ticket, future)
         self._versions[ticket.generation_id] = version_id
         self.pump()

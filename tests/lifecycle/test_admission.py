@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from sqlalchemy import func, select
 from sqlalchemy.exc import OperationalError
@@ -142,3 +144,36 @@ def test_a_retiring_version_takes_no_new_generation_and_nothing_is_recorded(
     assert (refused.value.version_id, refused.value.status) == (VERSION_ID, str(status))
     assert counts(store) == NOTHING
     assert ledger(store) == (TenantLoad(0, 0), RateUsage(T0, 0, 0))
+
+
+@pytest.mark.parametrize("rows", ["created by the race", "there already"])
+def test_concurrent_admissions_never_overshoot_a_quota(store: Store, rows: str) -> None:
+    """Admission charges the tenant's ledger and rate window by conditional UPDATEs and creates
+    their rows only when an UPDATE matched nothing: six at once, three allowed, whether the rows
+    exist or the racers create them (PostgreSQL: READ COMMITTED, real concurrency)."""
+    seed(store, tenant_spec(max_concurrent_generations=3))
+    if rows == "there already":
+        admit(store, new_generation("first"), now=T0)
+    before, _ = ledger(store)
+    start = threading.Barrier(6)
+    outcomes: list[str] = []
+
+    def run(i: int) -> None:
+        start.wait()
+        try:
+            retrying(admit, store, new_generation(f"race-{i}"), now=T0)
+            outcomes.append("admitted")
+        except QuotaExceeded as e:
+            outcomes.append(str(e.kind))
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    allowed = 3 - before.active_generations
+    assert sorted(outcomes) == ["CONCURRENT_GENERATIONS"] * (6 - allowed) + ["admitted"] * allowed
+    load, rate = ledger(store)
+    assert load == TenantLoad(3, 3 * 250)
+    assert (rate.input_tokens, rate.output_tokens) == (3 * 50, 3 * 200)
+    assert counts(store)["reservations"] == 3
