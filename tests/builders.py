@@ -5,10 +5,13 @@ does, so each has its reservation and each attempt its watermark."""
 from __future__ import annotations
 
 import hashlib
+import threading
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.orm import Session
 
+from billing.errors import QuotaExceeded
 from control.attempts import Lease
 from control.generations import NewGeneration
 from control.model_versions import VersionSpec, register_version, set_version_status
@@ -146,3 +149,25 @@ def running(
         now=now,
     )
     return start_attempt(store, generation_id, on(worker_id), now=now)
+
+
+def race_admissions(n: int, admit_one: Callable[[int], object]) -> list[str]:
+    """Runs `admit_one(i)` for i < n on n threads released at once; each outcome is "admitted" or
+    the refused quota's kind, sorted."""
+    start = threading.Barrier(n)
+    outcomes: list[str] = []
+
+    def run(i: int) -> None:
+        start.wait()
+        try:
+            admit_one(i)
+            outcomes.append("admitted")
+        except QuotaExceeded as e:
+            outcomes.append(str(e.kind))
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return sorted(outcomes)

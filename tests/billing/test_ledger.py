@@ -7,7 +7,6 @@ ledger never reads them, nor the tenant's stored quotas.
 from __future__ import annotations
 
 import dataclasses
-import threading
 from datetime import timedelta
 from typing import Any
 
@@ -34,7 +33,7 @@ from control.generations import create_or_get_generation
 from control.states import GenerationState
 from datastore.store import Store
 from lifecycle.termination import finish
-from tests.builders import T0, TENANT, at, new_generation, running, seed
+from tests.builders import T0, TENANT, at, new_generation, race_admissions, running, seed
 
 S = GenerationState
 LIMITS = TenantLimits(
@@ -245,22 +244,7 @@ def test_releasing_an_unreserved_generation_is_a_no_op(store: Store) -> None:
 def test_concurrent_admissions_never_overshoot_a_quota(store: Store) -> None:
     seed(store)
     three = limits(max_concurrent_generations=3)
-    start = threading.Barrier(6)
-    outcomes: list[str] = []
-
-    def run(i: int) -> None:
-        start.wait()
-        try:
-            reserved(store, f"r{i}", quotas=three)
-            outcomes.append("admitted")
-        except QuotaExceeded as e:
-            outcomes.append(str(e.kind))
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
-    assert sorted(outcomes) == ["CONCURRENT_GENERATIONS"] * 3 + ["admitted"] * 3
+    outcomes = race_admissions(6, lambda i: reserved(store, f"r{i}", quotas=three))
+    assert outcomes == ["CONCURRENT_GENERATIONS"] * 3 + ["admitted"] * 3
     assert load(store) == TenantLoad(3, 750)
     assert reservations(store) == 3

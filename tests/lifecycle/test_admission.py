@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 from sqlalchemy import func, select
 from sqlalchemy.exc import OperationalError
@@ -20,7 +18,7 @@ from control.states import GenerationState
 from datastore.retry import retrying
 from datastore.store import Store
 from lifecycle.admission import Admission, admit
-from tests.builders import T0, TENANT, VERSION_ID, at, new_generation, on, seed, tenant_spec
+from tests.builders import T0, TENANT, VERSION_ID, at, new_generation, on, race_admissions, seed, tenant_spec
 
 S = GenerationState
 
@@ -155,24 +153,9 @@ def test_concurrent_admissions_never_overshoot_a_quota(store: Store, rows: str) 
     if rows == "there already":
         admit(store, new_generation("first"), now=T0)
     before, _ = ledger(store)
-    start = threading.Barrier(6)
-    outcomes: list[str] = []
-
-    def run(i: int) -> None:
-        start.wait()
-        try:
-            retrying(admit, store, new_generation(f"race-{i}"), now=T0)
-            outcomes.append("admitted")
-        except QuotaExceeded as e:
-            outcomes.append(str(e.kind))
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    outcomes = race_admissions(6, lambda i: retrying(admit, store, new_generation(f"race-{i}"), now=T0))
     allowed = 3 - before.active_generations
-    assert sorted(outcomes) == ["CONCURRENT_GENERATIONS"] * (6 - allowed) + ["admitted"] * allowed
+    assert outcomes == ["CONCURRENT_GENERATIONS"] * (6 - allowed) + ["admitted"] * allowed
     load, rate = ledger(store)
     assert load == TenantLoad(3, 3 * 250)
     assert (rate.input_tokens, rate.output_tokens) == (3 * 50, 3 * 200)
