@@ -44,7 +44,6 @@ class CreateOrGet:
     created: bool  # False: an existing generation with the same request id and payload
 
 
-_FRESH = {"populate_existing": True}
 _CREATE: dict[str, Any] = {}  # per dialect: the INSERT ... ON CONFLICT DO NOTHING RETURNING, built once
 
 
@@ -80,7 +79,8 @@ def create_or_get_generation(session: Session, new: NewGeneration, *, now: datet
         "updated_at": now,
     }
     # the new row comes back from the INSERT itself: a second statement only when it was there
-    created = session.scalars(_create_statement(session), values, execution_options=_FRESH).one_or_none()
+    fresh = {"populate_existing": True}
+    created = session.scalars(_create_statement(session), values, execution_options=fresh).one_or_none()
     inserted = created is not None
     generation = (
         created
