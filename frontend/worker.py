@@ -172,6 +172,9 @@ class TritonWorker:
                 "inputs": build_inputs(req, self.extensions),
                 "outputs": [InferRequestedOutput(name) for name in self._outputs],
                 "request_id": req.generation_id,
+                # also in the request itself: Triton sometimes leaves the header unread, and the
+                # CPU worker parents its engine span on it (serving/worker/request_spans.py)
+                "parameters": {k: v for k, v in req.trace_headers if k == "traceparent"} or None,
             }
             await done.wait()  # keep the stream open until the final response arrives
 

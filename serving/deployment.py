@@ -41,6 +41,7 @@ class ModelDeployment:
     kernel_threads: int = 0  # threads of the kernels' work-claiming pool; 0: every CPU the worker may use
     step_cost_cache: str = ""  # folder of measured step costs (serving/worker/step_cost_cache.py); "": none
     verified_dir: str = ""  # folder of files' recorded digests (engine/file_digests.py); "": hash every file
+    trace_url: str = ""  # OTLP/HTTP traces URL for each request's engine span (request_spans.py); "": none
 
     def parameters(self) -> dict[str, str]:
         """The config.pbtxt parameters: every field but the name and the instance count."""

@@ -58,6 +58,12 @@ class LocalWorkers:
             self._settings.setdefault(version.manifest.name, model)
         return configured
 
+    @property
+    def _trace_url(self) -> str:
+        """Where Triton's spans and each request's engine span go ("": nowhere)."""
+        tel = self.cfg.telemetry
+        return tel.otlp_endpoint if tel.worker_traces else ""
+
     def settings_for(self, version: ServedVersion) -> ModelSettings:
         """The settings of the configured model of the version's name, else the defaults."""
         return self._settings.get(version.manifest.name, ModelSettings())
@@ -69,7 +75,7 @@ class LocalWorkers:
         deployments = configured + stored
         repo = self.work_dir / "models"
         repo.mkdir(parents=True, exist_ok=True)
-        t, tel, w = self.cfg.triton, self.cfg.telemetry, self.cfg.worker
+        t, w = self.cfg.triton, self.cfg.worker
         try:
             for i in range(max(m.workers for m, _ in configured)):
                 server = TritonServer(
@@ -79,7 +85,7 @@ class LocalWorkers:
                     worker_port(t.http_port, i),
                     worker_port(t.metrics_port, i),
                     t.exit_timeout_s,
-                    trace_url=tel.otlp_endpoint if tel.worker_traces else "",
+                    trace_url=self._trace_url,
                     host=w.host,
                     access_key=self.access_key,
                 )
@@ -89,7 +95,8 @@ class LocalWorkers:
             for worker in self.workers:  # they start (~1.5 s) while the repository is written
                 worker.server.launch()
             threads = engine_threads(self.cfg)
-            materialize_repository([deployment(m, v, threads) for m, v in deployments], repo)
+            deployed = [deployment(m, v, threads, self._trace_url) for m, v in deployments]
+            materialize_repository(deployed, repo)
             for worker in self.workers:
                 worker.server.wait_live()
                 worker.load()
@@ -105,7 +112,7 @@ class LocalWorkers:
 
     def load_everywhere(self, settings: ModelSettings, version: ServedVersion) -> None:
         """Loads a verified version on every worker (blocking); reloaded if a worker restarts."""
-        deployed = deployment(settings, version, engine_threads(self.cfg))
+        deployed = deployment(settings, version, engine_threads(self.cfg), self._trace_url)
         materialize_repository([deployed], self.work_dir / "models")
         for worker in self.workers:  # a second call after a partial failure loads the rest
             worker.server.load_model(version.triton_model_name)

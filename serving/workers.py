@@ -109,7 +109,9 @@ STEP_COST_DIR = Path(__file__).resolve().parent.parent / "var" / "step-cost"
 VERIFIED_DIR = Path(__file__).resolve().parent.parent / "var" / "verified"
 
 
-def deployment(m: ModelSettings, v: ServedVersion, intra_op_threads: int = 0) -> ModelDeployment:
+def deployment(
+    m: ModelSettings, v: ServedVersion, intra_op_threads: int = 0, trace_url: str = ""
+) -> ModelDeployment:
     return ModelDeployment(
         triton_model_name=v.triton_model_name,
         artifact_dir=v.artifact_dir,
@@ -126,6 +128,7 @@ def deployment(m: ModelSettings, v: ServedVersion, intra_op_threads: int = 0) ->
         kernels_library=kernels_library(m),
         step_cost_cache=str(STEP_COST_DIR),
         verified_dir=str(VERIFIED_DIR),
+        trace_url=trace_url,
     )
 
 

@@ -34,7 +34,8 @@ shares the cores with the step: at a batch of 64 that was about 900 a second. A 
 request then runs at most CHECK_EVERY steps longer; its client, who gets a response only every
 COALESCE_TOKENS steps, gave up the even rhythm already.
 
-Prompts and outputs are never logged.
+Each admitted request has an engine span while it is in the engine, when the deployment names a
+traces URL (request_spans.py). Prompts and outputs are never logged.
 """
 
 from __future__ import annotations
@@ -44,37 +45,18 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Protocol
 
 from contracts.tier import Tier
 from contracts.worker import Refusal, refusal_message
-from engine.engine import CapacityError, EngineError, EngineRequest, FinishReason, Stats, StepOutput
+from engine.engine import CapacityError, EngineError, FinishReason, StepOutput
 from serving.worker.outbox import Outbox, Stream
-from serving.worker.protocol import ErrorResponse, Log, Request
+from serving.worker.protocol import ErrorResponse, Log, Request, StepEngine
+from serving.worker.request_spans import NoSpans, RequestSpan, RequestSpans
 from serving.worker.tensors import admission_outputs, engine_request, full_outputs, is_streaming, step_outputs
 from serving.worker.torch_thread import TorchThread
 from serving.worker.worker_metrics import WorkerMetrics
 
 IDLE_WAIT_S = 0.05  # an idle loop waits this long for a request before it publishes metrics again
-
-
-class StepEngine(Protocol):
-    """What the adapter uses of engine.engine.Engine."""
-
-    schedule_s: float  # cumulative seconds of its steps spent in the scheduler
-
-    @property
-    def last_batch_tokens(self) -> int: ...
-
-    def add_request(self, request: EngineRequest) -> StepOutput: ...
-
-    def abort(self, request_id: str) -> None: ...
-
-    def has_unfinished(self) -> bool: ...
-
-    def step(self) -> list[StepOutput]: ...
-
-    def stats(self) -> Stats: ...
 
 
 COALESCE_TOKENS = 16  # batch-tier tokens per response while the batch is large (module docstring)
@@ -85,7 +67,7 @@ CHECK_EVERY = 4  # steps between a coalesced batch-tier stream's cancellation ch
 class _Live(Stream):
     """A request in the engine, with what is needed to answer it."""
 
-    __slots__ = ("batch_tier", "check_turn", "held", "streaming")
+    __slots__ = ("batch_tier", "check_turn", "held", "span", "streaming")
 
     def __init__(
         self, rid: str, request: Request, streaming: bool, batch_tier: bool, check_turn: int
@@ -96,6 +78,7 @@ class _Live(Stream):
         self.check_turn = check_turn  # while coalesced, asked on the steps where steps % CHECK_EVERY is this
         # non-streaming: every token, sent once at the end; streaming: tokens held for coalescing
         self.held: list[int] = []
+        self.span: RequestSpan | None = None  # its engine span (request_spans.py), until it ends
 
 
 class WorkerAdapter:
@@ -108,10 +91,12 @@ class WorkerAdapter:
         log: Log,
         clock: Callable[[], float] = time.perf_counter,
         coalesce_from: int = COALESCE_FROM,
+        spans: RequestSpans | None = None,
     ) -> None:
         """engine: built on the thread that will run the loop; new_engine: builds a fresh one
         there after a failed step. eos_ids: the stop tokens of a request that names no end_id.
-        coalesce_from: see the module docstring."""
+        coalesce_from: see the module docstring. spans: each admitted request's engine span
+        (request_spans.py; default: none)."""
         self.engine = engine
         self._new_engine = new_engine
         self.eos_ids = eos_ids
@@ -125,6 +110,7 @@ class WorkerAdapter:
         self._loop_thread: threading.Thread | None = None
         self._was_busy = False
         self.coalesce_from = coalesce_from
+        self.spans = spans or NoSpans()
         self._coalescing = False  # this step answers at least coalesce_from requests
         self._admitted = 0  # requests admitted so far: their turns for cancellation checks
         self._steps = 0
@@ -156,7 +142,7 @@ class WorkerAdapter:
             self._was_busy = busy
         except Exception as e:  # a bug must not kill the loop silently: fail every live request
             self.log.log_error(f"engine step failed: {type(e).__name__}: {e}")
-            self._fail_live(refusal_message(Refusal.INTERNAL_ERROR, type(e).__name__))
+            self._fail_live(Refusal.INTERNAL_ERROR, type(e).__name__)
             self.engine = self._new_engine()
 
     def close(self) -> None:
@@ -170,9 +156,10 @@ class WorkerAdapter:
                 self.outbox.end(self.incoming.get_nowait(), message)
             except queue.Empty:
                 break
-        self._fail_live(message)
+        self._fail_live(Refusal.UNLOADING)
         self.outbox.close()  # every posted response sent
         self.metrics.close()
+        self.spans.close()
 
     # --- the loop's parts --------------------------------------------------------------------
 
@@ -205,6 +192,10 @@ class WorkerAdapter:
             raise
         turn = self._admitted % CHECK_EVERY
         live = self.live[rid] = _Live(rid, request, streaming, taken.tier is Tier.BATCH, turn)
+        live.span = self.spans.start(
+            request.request_id(), request.traceparent(), taken.tier.name, len(taken.prompt_ids),
+            admitted.num_cached_tokens,
+        )  # fmt: skip
         self._admitted += 1
         if streaming:
             self.outbox.send(live, admission_outputs(admitted), final=False)
@@ -222,7 +213,7 @@ class WorkerAdapter:
         taken = self.outbox.take()  # the checks posted before the last step
         for stream in taken.broken:  # its error FINAL is sent: forget it, the engine drops it
             if self.live.get(stream.rid) is stream:
-                del self.live[stream.rid]
+                _forget(self.live.pop(stream.rid), "BROKEN_STREAM")
                 self.engine.abort(stream.rid)
         for stream in taken.cancelled:
             if self.live.get(stream.rid) is stream:
@@ -259,8 +250,11 @@ class WorkerAdapter:
         if live is None:
             return
         done = out.finish_reason is not None
-        if done:
+        if live.span is not None:
+            live.span.produced(out.num_output_tokens)
+        if out.finish_reason is not None:
             del self.live[out.request_id]
+            _forget(live, out.finish_reason.name, error=out.finish_reason is FinishReason.ERROR)
         try:
             self._send_step(out, live, done)
         except Exception as e:  # this request's tensors: it alone ends
@@ -291,12 +285,21 @@ class WorkerAdapter:
         """Ends one request whose own part raised, with an error FINAL; with `abort`, the engine
         drops it at the next step boundary. Nothing else is touched."""
         self.live.pop(live.rid, None)
+        _forget(live, Refusal.INTERNAL_ERROR.name)  # unless its span has ended already
         if abort:
             self.engine.abort(live.rid)
         self.log.log_error(f"request {live.rid[:64]} failed: {type(e).__name__}")
         self.outbox.send(live, ErrorResponse(refusal_message(Refusal.INTERNAL_ERROR, type(e).__name__)), True)
 
-    def _fail_live(self, message: str) -> None:
+    def _fail_live(self, refusal: Refusal, detail: str = "") -> None:
         live, self.live = self.live, {}
         for entry in live.values():
-            self.outbox.send(entry, ErrorResponse(message), final=True)
+            _forget(entry, refusal.name)
+            self.outbox.send(entry, ErrorResponse(refusal_message(refusal, detail)), final=True)
+
+
+def _forget(live: _Live, reason: str, error: bool = True) -> None:
+    """The request is out of the engine: its engine span, if it has one, ends."""
+    if live.span is not None:
+        live.span.end(reason, error)
+        live.span = None

@@ -20,6 +20,7 @@ from serving.worker import step_cost_cache
 from serving.worker.adapter import WorkerAdapter
 from serving.worker.heap import release_freed_memory
 from serving.worker.protocol import Log
+from serving.worker.request_spans import request_spans
 from serving.worker.torch_thread import TorchThread
 from serving.worker.worker_metrics import MetricsApi, WorkerMetrics
 
@@ -112,6 +113,7 @@ def _load(
         frozenset(model.config.eos_token_ids),
         WorkerMetrics(d.triton_model_name, metrics_api),
         log,
+        spans=request_spans(d.trace_url),
     )
     loaded = (
         f"model {manifest.version_id} loaded ({dtype_name}, weights {manifest.quantization}, "

@@ -9,6 +9,8 @@ from typing import Any, Protocol
 
 import numpy.typing as npt
 
+from engine.engine import EngineRequest, Stats, StepOutput
+
 Array = npt.NDArray[Any]
 Outputs = Mapping[str, Array]  # output tensor name -> its values, in the order sent
 
@@ -37,6 +39,11 @@ class Request(Protocol):
 
     def request_id(self) -> str: ...
 
+    def traceparent(self) -> str:
+        """The W3C trace context the request's parameters carry (serving/worker/request_spans.py);
+        "" when they carry none."""
+        ...
+
     def is_cancelled(self) -> bool:
         """True once the client cancelled (a round trip to tritonserver: ask once per step)."""
         ...
@@ -49,3 +56,22 @@ class Log(Protocol):
     def log_info(self, message: str) -> None: ...
 
     def log_error(self, message: str) -> None: ...
+
+
+class StepEngine(Protocol):
+    """What the adapter uses of engine.engine.Engine."""
+
+    schedule_s: float  # cumulative seconds of its steps spent in the scheduler
+
+    @property
+    def last_batch_tokens(self) -> int: ...
+
+    def add_request(self, request: EngineRequest) -> StepOutput: ...
+
+    def abort(self, request_id: str) -> None: ...
+
+    def has_unfinished(self) -> bool: ...
+
+    def step(self) -> list[StepOutput]: ...
+
+    def stats(self) -> Stats: ...

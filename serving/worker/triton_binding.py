@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -45,6 +46,13 @@ class TritonRequest:
 
     def request_id(self) -> str:
         return str(self._request.request_id())
+
+    def traceparent(self) -> str:
+        try:
+            value = json.loads(self._request.parameters() or "{}").get("traceparent", "")
+        except (ValueError, AttributeError):  # not JSON, or not an object
+            return ""
+        return value if isinstance(value, str) else ""
 
     def is_cancelled(self) -> bool:
         return bool(self._request.is_cancelled())

@@ -4,8 +4,9 @@ loses a stream whose model has been silent for its inactivity timeout."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from types import SimpleNamespace
 
 import numpy as np
@@ -121,3 +122,41 @@ async def test_responses_and_the_workers_refusals_are_signs_of_life_and_tritons_
     with pytest.raises(WorkerCapacityError):
         await anext(worker.generate(REQ))
     assert worker.liveness["m"].last_seen == 12.0  # the engine loop refused it
+
+
+async def test_the_trace_context_goes_in_the_headers_and_in_the_request_itself() -> None:
+    """Triton 2.51 sometimes leaves a stream's traceparent header unread; the CPU worker parents its
+    engine span on the copy in the request's parameters (serving/worker/request_spans.py)."""
+    context = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    traced = dataclasses.replace(REQ, trace_headers=(("traceparent", context), ("tracestate", "a=1")))
+    request, headers = await first_request(traced)
+    assert request["parameters"] == {"traceparent": context}
+    assert headers == {"traceparent": context, "tracestate": "a=1"}
+    request, headers = await first_request(REQ)
+    assert (request["parameters"], headers) == (None, None)
+
+
+async def first_request(req: WorkerRequest) -> tuple[dict[str, object], dict[str, str] | None]:
+    """What generate() hands Triton's client for `req`: its one request, and the stream's headers."""
+    sent: list[tuple[dict[str, object], dict[str, str] | None]] = []
+    ack = raw_response(output_ids=[], num_input_tokens=[1], num_cached_tokens=[0])
+    stream = FakeStream((ack, None))
+
+    def stream_infer(
+        requests: AsyncIterator[dict[str, object]], headers: dict[str, str] | None
+    ) -> FakeStream:
+        async def first() -> None:
+            sent.append((await anext(requests), headers))
+
+        tasks.append(asyncio.get_running_loop().create_task(first()))
+        return stream
+
+    tasks: list[asyncio.Task[None]] = []
+    worker = worker_over(stream)
+    worker._client = SimpleNamespace(stream_infer=stream_infer)
+    chunks = worker.generate(req)
+    await anext(chunks)
+    await asyncio.gather(*tasks)
+    await chunks.aclose()
+    ((request, headers),) = sent
+    return request, headers

@@ -11,6 +11,7 @@ import numpy as np
 from engine.engine import CapacityError, EngineRequest, FinishReason, Stats, StepOutput
 from serving.worker.adapter import COALESCE_FROM, WorkerAdapter
 from serving.worker.protocol import ErrorResponse, Response
+from serving.worker.request_spans import RequestSpans
 from serving.worker.worker_metrics import WorkerMetrics
 
 # what a request was sent, in order: tensors as lists, an error as its message, None for a bare
@@ -53,6 +54,7 @@ class Request:
         self.cancelled = False
         self.checks = 0
         self.fail_check: Exception | None = None  # is_cancelled() raises it
+        self.trace = ""  # the W3C trace context its parameters carry
         self._sender = Sender()
 
     def input(self, name: str) -> np.ndarray | None:
@@ -60,6 +62,9 @@ class Request:
 
     def request_id(self) -> str:
         return self.rid
+
+    def traceparent(self) -> str:
+        return self.trace
 
     def is_cancelled(self) -> bool:
         self.checks += 1
@@ -201,7 +206,10 @@ def turn(adapter: WorkerAdapter, turns: int = 1) -> None:
 
 
 def make_adapter(
-    engine: ScriptedEngine | None = None, clock: Clock | None = None, coalesce_from: int = COALESCE_FROM
+    engine: ScriptedEngine | None = None,
+    clock: Clock | None = None,
+    coalesce_from: int = COALESCE_FROM,
+    spans: RequestSpans | None = None,
 ) -> WorkerAdapter:
     """An adapter over a scripted engine, as the loader leaves it but with no loop thread: tests turn
     the loop with turn()."""
@@ -213,4 +221,5 @@ def make_adapter(
         Log(),
         clock=clock or Clock(),
         coalesce_from=coalesce_from,
+        spans=spans,
     )

@@ -3,6 +3,8 @@ inputs flattened, responses with their tensors or error, the FINAL flag, metric 
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 from serving.worker.protocol import ErrorResponse
@@ -25,6 +27,10 @@ class RawRequest:
         self.inputs = {"input_ids": pb.Tensor("input_ids", np.asarray([[5, 6, 7]], dtype=np.int32))}
         self.sender = RawSender()
         self.senders_asked = 0
+        self.params = "{}"  # the request's parameters, as the stub gives them: JSON
+
+    def parameters(self) -> str:
+        return self.params
 
     def request_id(self) -> str:
         return "g1"
@@ -66,3 +72,16 @@ def test_metric_families_get_tritons_kinds() -> None:
     gauge = metrics.family("g", "a gauge", counter=False)
     assert isinstance(counter, pb.MetricFamily) and counter.kind == pb.MetricFamily.COUNTER
     assert isinstance(gauge, pb.MetricFamily) and gauge.kind == pb.MetricFamily.GAUGE
+
+
+def test_a_request_reads_the_traceparent_its_parameters_carry() -> None:
+    raw = RawRequest()
+    request = TritonRequest(pb, raw)
+    assert request.traceparent() == ""
+    raw.params = json.dumps(
+        {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "x": 1}
+    )
+    assert request.traceparent() == "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    for odd in ("not json", "[1, 2]", json.dumps({"traceparent": 7}), ""):
+        raw.params = odd
+        assert request.traceparent() == "", odd
