@@ -159,6 +159,11 @@ class TritonWorker:
         except InferenceServerException:
             return False
 
+    def _trace_parameters(self, req: WorkerRequest) -> dict[str, str] | None:
+        if not self.extensions:
+            return None
+        return {k: v for k, v in req.trace_headers if k == "traceparent"} or None
+
     async def generate(self, req: WorkerRequest) -> AsyncGenerator[WorkerChunk, None]:
         """Yields each streamed response until the final one.
 
@@ -172,9 +177,10 @@ class TritonWorker:
                 "inputs": build_inputs(req, self.extensions),
                 "outputs": [InferRequestedOutput(name) for name in self._outputs],
                 "request_id": req.generation_id,
-                # also in the request itself: Triton sometimes leaves the header unread, and the
-                # CPU worker parents its engine span on it (serving/worker/request_spans.py)
-                "parameters": {k: v for k, v in req.trace_headers if k == "traceparent"} or None,
+                # also in the request itself, for our CPU worker (an extension): Triton sometimes
+                # leaves the header unread, the worker parents its engine span on this copy
+                # (serving/worker/request_spans.py)
+                "parameters": self._trace_parameters(req),
             }
             await done.wait()  # keep the stream open until the final response arrives
 

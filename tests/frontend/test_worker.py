@@ -134,9 +134,13 @@ async def test_the_trace_context_goes_in_the_headers_and_in_the_request_itself()
     assert headers == {"traceparent": context, "tracestate": "a=1"}
     request, headers = await first_request(REQ)
     assert (request["parameters"], headers) == (None, None)
+    request, headers = await first_request(traced, extensions=False)  # TensorRT-LLM: the header only
+    assert (request["parameters"], headers) == (None, {"traceparent": context, "tracestate": "a=1"})
 
 
-async def first_request(req: WorkerRequest) -> tuple[dict[str, object], dict[str, str] | None]:
+async def first_request(
+    req: WorkerRequest, extensions: bool = True
+) -> tuple[dict[str, object], dict[str, str] | None]:
     """What generate() hands Triton's client for `req`: its one request, and the stream's headers."""
     sent: list[tuple[dict[str, object], dict[str, str] | None]] = []
     ack = raw_response(output_ids=[], num_input_tokens=[1], num_cached_tokens=[0])
@@ -154,6 +158,7 @@ async def first_request(req: WorkerRequest) -> tuple[dict[str, object], dict[str
     tasks: list[asyncio.Task[None]] = []
     worker = worker_over(stream)
     worker._client = SimpleNamespace(stream_infer=stream_infer)
+    worker.extensions = extensions
     chunks = worker.generate(req)
     await anext(chunks)
     await asyncio.gather(*tasks)
