@@ -27,6 +27,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 SERVICE = "llm-worker"  # Triton's own spans name the same service (serving/triton_host.py)
 _PROPAGATOR = TraceContextTextMapPropagator()
+EXPORT_TIMEOUT_S = 2.0  # one export's, retries included
 
 
 class RequestSpan(Protocol):
@@ -84,7 +85,8 @@ class OtlpSpans:
         if processor is None:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-            processor = BatchSpanProcessor(OTLPSpanExporter(endpoint=url))
+            # a short timeout: an unreachable collector must not hold up a model's unload for long
+            processor = BatchSpanProcessor(OTLPSpanExporter(endpoint=url, timeout=EXPORT_TIMEOUT_S))
         self._provider = TracerProvider(resource=Resource.create({"service.name": SERVICE}))
         self._provider.add_span_processor(processor)
         self._tracer = self._provider.get_tracer("llm.worker")

@@ -27,9 +27,11 @@ class RawRequest:
         self.inputs = {"input_ids": pb.Tensor("input_ids", np.asarray([[5, 6, 7]], dtype=np.int32))}
         self.sender = RawSender()
         self.senders_asked = 0
-        self.params = "{}"  # the request's parameters, as the stub gives them: JSON
+        self.params: str | Exception = "{}"  # the request's parameters, as the stub gives them: JSON
 
     def parameters(self) -> str:
+        if isinstance(self.params, Exception):
+            raise self.params
         return self.params
 
     def request_id(self) -> str:
@@ -82,6 +84,6 @@ def test_a_request_reads_the_traceparent_its_parameters_carry() -> None:
         {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "x": 1}
     )
     assert request.traceparent() == "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-    for odd in ("not json", "[1, 2]", json.dumps({"traceparent": 7}), ""):
+    for odd in ("not json", "[1, 2]", json.dumps({"traceparent": 7}), "", RuntimeError("stub")):
         raw.params = odd
-        assert request.traceparent() == "", odd
+        assert request.traceparent() == "", odd  # a span is never worth failing the request
