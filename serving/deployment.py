@@ -20,6 +20,10 @@ from contracts.capacity import DEFAULT_BLOCK_SIZE, DEFAULT_KV_CACHE_BLOCKS, DEFA
 TEMPLATE = Path(__file__).resolve().parent.parent / "triton_models" / "llm_cpu"
 
 
+# parameters whose absence is harmless (no spans, every file hashed, the step cost measured again)
+OPTIONAL = frozenset({"trace_url", "verified_dir", "step_cost_cache"})
+
+
 @dataclass(slots=True, frozen=True)
 class ModelDeployment:
     """One model version as a Triton model; values come from the `[[models]]` config."""
@@ -54,14 +58,16 @@ class ModelDeployment:
     @classmethod
     def from_model_config(cls, config: dict[str, Any]) -> ModelDeployment:
         """The deployment a model config (as Triton hands it to the Python backend, JSON-decoded)
-        was written from. KeyError or ValueError when a parameter is missing or malformed."""
+        was written from; of OPTIONAL, a parameter it lacks takes the field's default (a config
+        written before the field existed). KeyError when another is missing, ValueError when one is
+        malformed."""
         # an empty string_value is left out of the JSON form (the default of a proto3 string)
         params = {k: v.get("string_value", "") for k, v in config.get("parameters", {}).items()}
         groups = config.get("instance_group") or [{}]
         values: dict[str, Any] = {"triton_model_name": config["name"]}
         values["instances"] = int(groups[0].get("count", 1))
         for f in dataclasses.fields(cls):
-            if f.name not in values:
+            if f.name not in values and (f.name in params or f.name not in OPTIONAL):
                 values[f.name] = _decode(params[f.name], f.type)
         return cls(**values)
 

@@ -252,13 +252,15 @@ class WorkerAdapter:
         done = out.finish_reason is not None
         if live.span is not None:
             live.span.produced(out.num_output_tokens)
-        if out.finish_reason is not None:
+        if done:
             del self.live[out.request_id]
-            _forget(live, out.finish_reason.name, error=out.finish_reason is FinishReason.ERROR)
         try:
             self._send_step(out, live, done)
         except Exception as e:  # this request's tensors: it alone ends
             self._fail_one(live, e, abort=not done)
+            return
+        if out.finish_reason is not None:  # answered: its span ends with the engine's reason
+            _forget(live, out.finish_reason.name, error=out.finish_reason is FinishReason.ERROR)
 
     def _send_step(self, out: StepOutput, live: _Live, done: bool) -> None:
         send = self.outbox.send
@@ -285,7 +287,7 @@ class WorkerAdapter:
         """Ends one request whose own part raised, with an error FINAL; with `abort`, the engine
         drops it at the next step boundary. Nothing else is touched."""
         self.live.pop(live.rid, None)
-        _forget(live, Refusal.INTERNAL_ERROR.name)  # unless its span has ended already
+        _forget(live, Refusal.INTERNAL_ERROR.name)
         if abort:
             self.engine.abort(live.rid)
         self.log.log_error(f"request {live.rid[:64]} failed: {type(e).__name__}")

@@ -17,6 +17,7 @@ counts and reasons only: never prompt or output text.
 
 from __future__ import annotations
 
+import threading
 from typing import Protocol
 
 from opentelemetry.sdk.resources import Resource
@@ -28,6 +29,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 SERVICE = "llm-worker"  # Triton's own spans name the same service (serving/triton_host.py)
 _PROPAGATOR = TraceContextTextMapPropagator()
 EXPORT_TIMEOUT_S = 2.0  # one export's, retries included
+CLOSE_TIMEOUT_S = 3.0  # the longest close() waits for what is queued to be exported
 
 
 class RequestSpan(Protocol):
@@ -85,7 +87,6 @@ class OtlpSpans:
         if processor is None:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-            # a short timeout: an unreachable collector must not hold up a model's unload for long
             processor = BatchSpanProcessor(OTLPSpanExporter(endpoint=url, timeout=EXPORT_TIMEOUT_S))
         self._provider = TracerProvider(resource=Resource.create({"service.name": SERVICE}))
         self._provider.add_span_processor(processor)
@@ -102,7 +103,11 @@ class OtlpSpans:
         return _EngineSpan(span)
 
     def close(self) -> None:
-        self._provider.shutdown()
+        # what is queued is exported, for at most CLOSE_TIMEOUT_S: a collector that drops
+        # connections would otherwise hold a model's unload for the processor's 30 s
+        closing = threading.Thread(target=self._provider.shutdown, name="engine-spans-close", daemon=True)
+        closing.start()
+        closing.join(CLOSE_TIMEOUT_S)
 
 
 def request_spans(url: str) -> RequestSpans:

@@ -10,7 +10,7 @@ import pytest
 from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
-from serving.deployment import ModelDeployment, materialize_repository
+from serving.deployment import OPTIONAL, ModelDeployment, materialize_repository
 
 
 def config_json(repo: Path, name: str) -> dict[str, object]:
@@ -29,7 +29,7 @@ def config_json(repo: Path, name: str) -> dict[str, object]:
         ModelDeployment("m--v2", Path("/a b/c"), "v2", instances=2, dtype="auto", block_size=32,
                         kv_cache_dtype="bfloat16", kv_cache_blocks=600, max_num_seqs=8,
                         max_num_batched_tokens=256, scheduler_policy="max_utilization", fair_share=False,
-                        intra_op_threads=3),
+                        intra_op_threads=3, trace_url="http://127.0.0.1:4318/v1/traces"),
     ],
     ids=["defaults", "every-field"],
 )  # fmt: skip
@@ -59,3 +59,14 @@ def test_a_missing_or_malformed_parameter_is_an_error(tmp_path: Path) -> None:
     del params["block_size"]
     with pytest.raises(KeyError, match="block_size"):
         ModelDeployment.from_model_config(config)
+
+
+def test_a_config_written_before_an_optional_parameter_existed_takes_its_default(tmp_path: Path) -> None:
+    written = ModelDeployment("m", Path("/artifact"), "v1", trace_url="http://127.0.0.1:4318/v1/traces")
+    materialize_repository([written], tmp_path)
+    config = config_json(tmp_path, "m")
+    params = config["parameters"]
+    assert isinstance(params, dict)
+    for name in OPTIONAL:
+        del params[name]
+    assert ModelDeployment.from_model_config(config) == ModelDeployment("m", Path("/artifact"), "v1")

@@ -5,7 +5,9 @@ request failed). Ids and counts only."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
+from typing import ClassVar
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
@@ -14,7 +16,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from serving.worker.adapter import WorkerAdapter
-from serving.worker.request_spans import NoSpans, OtlpSpans, request_spans
+from serving.worker.outbox import Stream
+from serving.worker.protocol import Response
+from serving.worker.request_spans import NoSpans, OtlpSpans, RequestSpan, request_spans
 from tests.serving.worker.fakes import Request, ScriptedEngine, make_adapter, turn
 from tests.serving.worker.test_adapter import submit
 
@@ -28,16 +32,39 @@ def exported() -> Iterator[InMemorySpanExporter]:
     yield InMemorySpanExporter()
 
 
+class Counted:
+    """A request's span, counting the adapter's end() calls (the SDK ignores a second one)."""
+
+    ends: ClassVar[Counter[str]] = Counter()
+
+    def __init__(self, rid: str, span: RequestSpan) -> None:
+        self.rid, self.span = rid, span
+
+    def produced(self, output_tokens: int) -> None:
+        self.span.produced(output_tokens)
+
+    def end(self, reason: str, error: bool = False) -> None:
+        Counted.ends[self.rid] += 1
+        self.span.end(reason, error)
+
+
+class CountedSpans(OtlpSpans):
+    def start(self, rid: str, traceparent: str, tier: str, prompt: int, cached: int) -> RequestSpan | None:
+        span = super().start(rid, traceparent, tier, prompt, cached)
+        return None if span is None else Counted(rid, span)
+
+
 @pytest.fixture
 def adapter(exported: InMemorySpanExporter) -> WorkerAdapter:
-    return make_adapter(spans=OtlpSpans(processor=SimpleSpanProcessor(exported)))
+    Counted.ends.clear()
+    return make_adapter(spans=CountedSpans(processor=SimpleSpanProcessor(exported)))
 
 
 def ended(exported: InMemorySpanExporter) -> dict[str, ReadableSpan]:
-    spans = exported.get_finished_spans()
-    by_id = {str((s.attributes or {})["llm.generation_id"]): s for s in spans}
-    assert len(by_id) == len(spans), "a request's span ended twice"
-    return by_id
+    """The spans ended so far, by generation id; each was ended once."""
+    spans = {str((s.attributes or {})["llm.generation_id"]): s for s in exported.get_finished_spans()}
+    assert Counted.ends == Counter(dict.fromkeys(spans, 1)), "a request's span ended twice, or not once"
+    return spans
 
 
 def request(rid: str, out: int = 3, trace: str = TRACEPARENT, streaming: bool = True) -> Request:
@@ -108,6 +135,30 @@ def test_failures_end_their_spans_with_an_error_status(
     reasons = {rid: (spans[rid].attributes or {})["llm.finish_reason"] for rid in spans}
     assert reasons == {"alone": "ERROR", "broken": "BROKEN_STREAM", "rest": "INTERNAL_ERROR"}
     assert all(s.status.status_code is StatusCode.ERROR for s in spans.values())
+
+
+def test_a_request_whose_last_response_cannot_be_posted_ends_its_span_failed(
+    adapter: WorkerAdapter, exported: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine finished it, but its answer never left: the client gets an internal error, and
+    the span says so, not LENGTH."""
+    send, refused = adapter.outbox.send, list[str]()
+
+    def send_once_refused(stream: Stream, response: Response, final: bool) -> None:
+        if final and stream.rid == "g1" and not refused:
+            refused.append(stream.rid)
+            raise RuntimeError("outbox is closed")
+        send(stream, response, final)
+
+    monkeypatch.setattr(adapter.outbox, "send", send_once_refused)
+    g1 = request("g1", out=2)
+    submit(adapter, g1)
+    turn(adapter, 2)
+    assert g1.sent[-1] == ("internal error: RuntimeError", True)
+    span = ended(exported)["g1"]
+    attributes = span.attributes or {}
+    assert (attributes["llm.finish_reason"], attributes["llm.output_tokens"]) == ("INTERNAL_ERROR", 2)
+    assert span.status.status_code is StatusCode.ERROR
 
 
 def test_unloading_ends_every_live_span(adapter: WorkerAdapter, exported: InMemorySpanExporter) -> None:
