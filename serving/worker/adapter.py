@@ -49,9 +49,10 @@ from collections.abc import Callable, Iterable
 from contracts.tier import Tier
 from contracts.worker import Refusal, refusal_message
 from engine.engine import CapacityError, EngineError, FinishReason, StepOutput
-from serving.worker.outbox import Outbox, Stream
+from serving.worker.live_request import LiveRequest, end_span
+from serving.worker.outbox import Outbox
 from serving.worker.protocol import ErrorResponse, Log, Request, StepEngine
-from serving.worker.request_spans import NoSpans, RequestSpan, RequestSpans
+from serving.worker.request_spans import NoSpans, RequestSpans
 from serving.worker.tensors import admission_outputs, engine_request, full_outputs, is_streaming, step_outputs
 from serving.worker.torch_thread import TorchThread
 from serving.worker.worker_metrics import WorkerMetrics
@@ -62,23 +63,6 @@ IDLE_WAIT_S = 0.05  # an idle loop waits this long for a request before it publi
 COALESCE_TOKENS = 16  # batch-tier tokens per response while the batch is large (module docstring)
 COALESCE_FROM = 16  # requests answered in one step from which batch-tier streams are coalesced
 CHECK_EVERY = 4  # steps between a coalesced batch-tier stream's cancellation checks
-
-
-class _Live(Stream):
-    """A request in the engine, with what is needed to answer it."""
-
-    __slots__ = ("batch_tier", "check_turn", "held", "span", "streaming")
-
-    def __init__(
-        self, rid: str, request: Request, streaming: bool, batch_tier: bool, check_turn: int
-    ) -> None:
-        super().__init__(rid, request)
-        self.streaming = streaming
-        self.batch_tier = batch_tier  # its stream may be coalesced
-        self.check_turn = check_turn  # while coalesced, asked on the steps where steps % CHECK_EVERY is this
-        # non-streaming: every token, sent once at the end; streaming: tokens held for coalescing
-        self.held: list[int] = []
-        self.span: RequestSpan | None = None  # its engine span (request_spans.py), until it ends
 
 
 class WorkerAdapter:
@@ -105,7 +89,7 @@ class WorkerAdapter:
         self._clock = clock
         self.incoming: queue.Queue[Request] = queue.Queue()
         self.outbox = Outbox(log)  # makes the calls that reach tritonserver, in order
-        self.live: dict[str, _Live] = {}  # request id in the engine -> the request
+        self.live: dict[str, LiveRequest] = {}  # request id in the engine -> the request
         self._stopping = threading.Event()
         self._loop_thread: threading.Thread | None = None
         self._was_busy = False
@@ -191,7 +175,7 @@ class WorkerAdapter:
             self.outbox.end(request, refusal_message(Refusal.INTERNAL_ERROR, type(e).__name__))
             raise
         turn = self._admitted % CHECK_EVERY
-        live = self.live[rid] = _Live(rid, request, streaming, taken.tier is Tier.BATCH, turn)
+        live = self.live[rid] = LiveRequest(rid, request, streaming, taken.tier is Tier.BATCH, turn)
         live.span = self.spans.start(
             request.request_id(), request.traceparent(), taken.tier.name, len(taken.prompt_ids),
             admitted.num_cached_tokens,
@@ -213,7 +197,7 @@ class WorkerAdapter:
         taken = self.outbox.take()  # the checks posted before the last step
         for stream in taken.broken:  # its error FINAL is sent: forget it, the engine drops it
             if self.live.get(stream.rid) is stream:
-                _forget(self.live.pop(stream.rid), "BROKEN_STREAM")
+                end_span(self.live.pop(stream.rid), "BROKEN_STREAM")
                 self.engine.abort(stream.rid)
         for stream in taken.cancelled:
             if self.live.get(stream.rid) is stream:
@@ -236,7 +220,7 @@ class WorkerAdapter:
             respond_s=responded - stepped,
         )
 
-    def _to_check(self) -> Iterable[_Live]:
+    def _to_check(self) -> Iterable[LiveRequest]:
         """The streams to ask about cancellation during this step (module docstring); the outbox
         copies them as it posts the checks."""
         self._steps += 1
@@ -260,9 +244,9 @@ class WorkerAdapter:
             self._fail_one(live, e, abort=not done)
             return
         if out.finish_reason is not None:  # answered: its span ends with the engine's reason
-            _forget(live, out.finish_reason.name, error=out.finish_reason is FinishReason.ERROR)
+            end_span(live, out.finish_reason.name, error=out.finish_reason is FinishReason.ERROR)
 
-    def _send_step(self, out: StepOutput, live: _Live, done: bool) -> None:
+    def _send_step(self, out: StepOutput, live: LiveRequest, done: bool) -> None:
         send = self.outbox.send
         if out.finish_reason is FinishReason.ABORTED:
             send(live, None, final=True)  # the client cancelled: nothing more to say
@@ -283,11 +267,11 @@ class WorkerAdapter:
             if done:
                 send(live, full_outputs(live.held, out), final=True)
 
-    def _fail_one(self, live: _Live, e: Exception, abort: bool) -> None:
+    def _fail_one(self, live: LiveRequest, e: Exception, abort: bool) -> None:
         """Ends one request whose own part raised, with an error FINAL; with `abort`, the engine
         drops it at the next step boundary. Nothing else is touched."""
         self.live.pop(live.rid, None)
-        _forget(live, Refusal.INTERNAL_ERROR.name)
+        end_span(live, Refusal.INTERNAL_ERROR.name)
         if abort:
             self.engine.abort(live.rid)
         self.log.log_error(f"request {live.rid[:64]} failed: {type(e).__name__}")
@@ -296,12 +280,5 @@ class WorkerAdapter:
     def _fail_live(self, refusal: Refusal, detail: str = "") -> None:
         live, self.live = self.live, {}
         for entry in live.values():
-            _forget(entry, refusal.name)
+            end_span(entry, refusal.name)
             self.outbox.send(entry, ErrorResponse(refusal_message(refusal, detail)), final=True)
-
-
-def _forget(live: _Live, reason: str, error: bool = True) -> None:
-    """The request is out of the engine: its engine span, if it has one, ends."""
-    if live.span is not None:
-        live.span.end(reason, error)
-        live.span = None

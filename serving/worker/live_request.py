@@ -1,0 +1,29 @@
+"""A request in the CPU worker's engine, with what the adapter (adapter.py) needs to answer it."""
+
+from __future__ import annotations
+
+from serving.worker.outbox import Stream
+from serving.worker.protocol import Request
+from serving.worker.request_spans import RequestSpan
+
+
+class LiveRequest(Stream):
+    __slots__ = ("batch_tier", "check_turn", "held", "span", "streaming")
+
+    def __init__(
+        self, rid: str, request: Request, streaming: bool, batch_tier: bool, check_turn: int
+    ) -> None:
+        super().__init__(rid, request)
+        self.streaming = streaming
+        self.batch_tier = batch_tier  # its stream may be coalesced
+        self.check_turn = check_turn  # while coalesced, asked where steps % CHECK_EVERY (adapter.py) is this
+        # non-streaming: every token, sent once at the end; streaming: tokens held for coalescing
+        self.held: list[int] = []
+        self.span: RequestSpan | None = None  # its engine span (request_spans.py), until it ends
+
+
+def end_span(live: LiveRequest, reason: str, error: bool = True) -> None:
+    """The request is out of the engine: its engine span, if it has one, ends."""
+    if live.span is not None:
+        live.span.end(reason, error)
+        live.span = None
