@@ -177,9 +177,8 @@ class WorkerAdapter:
         turn = self._admitted % CHECK_EVERY
         live = self.live[rid] = LiveRequest(rid, request, streaming, taken.tier is Tier.BATCH, turn)
         live.span = self.spans.start(
-            request.request_id(), request.traceparent(), taken.tier.name, len(taken.prompt_ids),
-            admitted.num_cached_tokens,
-        )  # fmt: skip
+            request, taken.tier.name, len(taken.prompt_ids), admitted.num_cached_tokens
+        )
         self._admitted += 1
         if streaming:
             self.outbox.send(live, admission_outputs(admitted), final=False)

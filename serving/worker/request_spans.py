@@ -26,6 +26,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Span, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from serving.worker.protocol import Request
+
 SERVICE = "llm-worker"  # Triton's own spans name the same service (serving/triton_host.py)
 _PROPAGATOR = TraceContextTextMapPropagator()
 EXPORT_TIMEOUT_S = 2.0  # one export's, retries included
@@ -41,8 +43,9 @@ class RequestSpan(Protocol):
 
 
 class RequestSpans(Protocol):
-    def start(self, rid: str, traceparent: str, tier: str, prompt: int, cached: int) -> RequestSpan | None:
-        """The engine span of a request just admitted (None: spans are off)."""
+    def start(self, request: Request, tier: str, prompt: int, cached: int) -> RequestSpan | None:
+        """The engine span of a request just admitted (None: spans are off); its id and trace
+        context are read only when spans are on."""
         ...
 
     def close(self) -> None:
@@ -53,7 +56,7 @@ class RequestSpans(Protocol):
 class NoSpans:
     """Spans off (no traces URL)."""
 
-    def start(self, rid: str, traceparent: str, tier: str, prompt: int, cached: int) -> RequestSpan | None:
+    def start(self, request: Request, tier: str, prompt: int, cached: int) -> RequestSpan | None:
         return None
 
     def close(self) -> None:
@@ -92,11 +95,12 @@ class OtlpSpans:
         self._provider.add_span_processor(processor)
         self._tracer = self._provider.get_tracer("llm.worker")
 
-    def start(self, rid: str, traceparent: str, tier: str, prompt: int, cached: int) -> RequestSpan | None:
+    def start(self, request: Request, tier: str, prompt: int, cached: int) -> RequestSpan | None:
         try:
+            traceparent = request.traceparent()
             parent = _PROPAGATOR.extract({"traceparent": traceparent}) if traceparent else None
             span = self._tracer.start_span("engine", context=parent)
-            span.set_attributes({"llm.generation_id": rid, "llm.tier": tier})
+            span.set_attributes({"llm.generation_id": request.request_id(), "llm.tier": tier})
             span.set_attributes({"llm.prompt_tokens": prompt, "llm.cached_tokens": cached})
         except Exception:  # a span is never worth a request
             return None

@@ -17,6 +17,7 @@ from opentelemetry.trace import StatusCode
 
 from serving.worker.adapter import WorkerAdapter
 from serving.worker.outbox import Stream
+from serving.worker.protocol import Request as RequestOf
 from serving.worker.protocol import Response
 from serving.worker.request_spans import NoSpans, OtlpSpans, RequestSpan, request_spans
 from tests.serving.worker.fakes import Request, ScriptedEngine, make_adapter, turn
@@ -49,9 +50,9 @@ class Counted:
 
 
 class CountedSpans(OtlpSpans):
-    def start(self, rid: str, traceparent: str, tier: str, prompt: int, cached: int) -> RequestSpan | None:
-        span = super().start(rid, traceparent, tier, prompt, cached)
-        return None if span is None else Counted(rid, span)
+    def start(self, request: RequestOf, tier: str, prompt: int, cached: int) -> RequestSpan | None:
+        span = super().start(request, tier, prompt, cached)
+        return None if span is None else Counted(request.request_id(), span)
 
 
 @pytest.fixture
@@ -175,7 +176,9 @@ def test_unloading_ends_every_live_span(adapter: WorkerAdapter, exported: InMemo
 
 def test_spans_are_off_without_a_traces_url() -> None:
     assert isinstance(request_spans(""), NoSpans)
-    assert NoSpans().start("g1", TRACEPARENT, "INTERACTIVE", 3, 0) is None
+    asked = request("g1")
+    asked.traceparent = lambda: pytest.fail("read with spans off")  # type: ignore[method-assign]
+    assert NoSpans().start(asked, "INTERACTIVE", 3, 0) is None
     spans = request_spans("http://127.0.0.1:4318/v1/traces")
     assert isinstance(spans, OtlpSpans)
     spans.close()
