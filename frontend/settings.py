@@ -139,7 +139,7 @@ class RepositorySettings:
 class TelemetrySettings:
     otlp_endpoint: str = ""  # OTLP/HTTP traces URL (http://host:4318/v1/traces); "" exports none
     console_traces: bool = False  # also print finished spans to stdout (debugging)
-    worker_traces: bool = True  # with an endpoint, Triton exports its own spans there too
+    worker_traces: bool = True  # with an endpoint, Triton and the CPU worker export their spans there too
 
 
 @dataclass(slots=True, frozen=True)
