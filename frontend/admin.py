@@ -31,9 +31,9 @@ from control.rollout import Change
 from engine.artifact import ArtifactIntegrityError
 from frontend.artifact_calls import ArtifactCalls
 from frontend.auth import current_admin
-from frontend.calls import route_message, version_message
 from frontend.catalog import CatalogCache
 from frontend.errors import ApiError, invalid_argument
+from frontend.model_messages import route_message, version_message
 from frontend.push import Repository
 from frontend.registry import ModelRegistry, ServedVersion, load_version
 from frontend.rollout import Rollout

@@ -16,10 +16,10 @@ import grpc
 from control.model_versions import check_route
 from engine.artifact import MANIFEST, read_manifest
 from frontend.auth import current_admin
-from frontend.calls import route_message, version_message
 from frontend.catalog import manifest_spec, version_spec
 from frontend.errors import ApiError, invalid_argument
 from frontend.handlers import MALFORMED
+from frontend.model_messages import route_message, version_message
 from frontend.push import Repository
 from frontend.registry import ModelRegistry, ServedVersion, load_version
 from frontend.rollout import Rollout

@@ -7,7 +7,6 @@ are, HTTP transcodes JSON into them (protobuf's JSON mapping) and back.
 GenerationCalls  start (validate, resolve, tokenize, admit), open and resume (a Follower,
                  frontend/reader.py), get, cancel. A generation another frontend runs is
                  followed and cancelled through its owner (frontend/relay_client.py Forwarding)
-list_models      the served versions and alias routes
 UsageCalls       the caller's billed usage in a window
 FrontendCalls    all of them for one frontend (`frontend_calls`), served by both its servers
 """
@@ -42,10 +41,10 @@ from frontend.validation import (
     check_for_version,
     validate,
 )
-from frontend.worker_pool import WorkerPool, ready_workers
+from frontend.worker_pool import WorkerPool
 from lifecycle.reads import TenantUsage, usage_by_tenant
 from llm.v1 import generations_pb2 as pb
-from llm.v1 import models_pb2, usage_pb2
+from llm.v1 import usage_pb2
 
 log = logging.getLogger(__name__)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -186,44 +185,6 @@ class GenerationCalls:
 
     async def cancel_here(self, tenant: Tenant, request: pb.CancelGenerationRequest) -> pb.Generation:
         return await self.manager.cancel(tenant.id, request.generation_id)
-
-
-# --- models -------------------------------------------------------------------------------------
-
-
-def version_message(
-    version: ServedVersion, ready_workers: int, status: str = "READY"
-) -> models_pb2.ModelVersion:
-    m = version.manifest
-    return models_pb2.ModelVersion(
-        name=m.name,
-        version=m.version,
-        id=m.version_id,
-        context_length=m.context_length,
-        compatibility_key=m.compatibility_key,
-        ready=ready_workers > 0,
-        ready_workers=ready_workers,
-        weights_sha256=m.files["model.safetensors"],
-        tokenizer_sha256=m.files["tokenizer.json"],
-        template_sha256=m.files["chat_template.jinja"],
-        quantization=m.quantization,
-        status=status,
-        size_bytes=version.size_bytes,
-    )
-
-
-def route_message(alias: str, route: dict[str, float]) -> models_pb2.AliasRoute:
-    targets = [models_pb2.WeightedVersion(version_id=v, weight=round(w)) for v, w in sorted(route.items())]
-    return models_pb2.AliasRoute(alias=alias, targets=targets)
-
-
-async def list_models(registry: ModelRegistry, pool: WorkerPool) -> models_pb2.ListModelsResponse:
-    versions = [
-        version_message(version, await ready_workers(pool, version), registry.status(version.version_id))
-        for version in registry.versions.values()
-    ]
-    aliases = [route_message(a, r) for a, r in sorted(registry.routes.items())]
-    return models_pb2.ListModelsResponse(versions=versions, aliases=aliases)
 
 
 # --- usage --------------------------------------------------------------------------------------

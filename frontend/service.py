@@ -8,8 +8,9 @@ from collections.abc import AsyncIterator
 import grpc
 
 from frontend.auth import current_tenant
-from frontend.calls import GenerationCalls, UsageCalls, list_models
+from frontend.calls import GenerationCalls, UsageCalls
 from frontend.converse import Conversation
+from frontend.model_messages import list_models
 from frontend.reader import Follower
 from frontend.registry import ModelRegistry
 from frontend.worker_pool import WorkerPool

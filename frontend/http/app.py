@@ -31,13 +31,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from frontend.auth import ApiKeyStore, Tenant
-from frontend.calls import FrontendCalls, list_models
+from frontend.calls import FrontendCalls
 from frontend.error_map import api_error
 from frontend.errors import ApiError, invalid_argument
 from frontend.http import openai, openai_answers, transcode
 from frontend.http.errors import HttpError, dumps
 from frontend.http.streams import Document, EventStream
 from frontend.http.transcode import to_json
+from frontend.model_messages import list_models
 from frontend.settings import HttpSettings
 from frontend.worker_pool import ready_workers
 from llm.v1 import generations_pb2 as pb
