@@ -113,8 +113,13 @@ async def one_batch(
         base = min(o.output_tokens for o in outcomes)
         await until(lambda got: min(got) >= base + steps, outcomes)
         b = await fresh_snapshot(url, pid)
-        if max(o.output_tokens for o in outcomes) >= jobs[0].spec.output_tokens:
-            raise RuntimeError("a stream finished inside the window: raise --output")
+        ended = [o for o in outcomes if o.end or o.output_tokens >= jobs[0].spec.output_tokens]
+        if ended:
+            o = ended[0]
+            raise RuntimeError(
+                f"{len(ended)} streams ended inside the window (the first: {o.output_tokens} tokens, "
+                f"error {o.error}): raise --output if they ran out of tokens"
+            )
     finally:
         for task in tasks:
             task.cancel()
