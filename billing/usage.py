@@ -14,9 +14,22 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import ColumnElement, Integer, Row, Update, bindparam, case, select, tuple_, update
+from sqlalchemy import (
+    ColumnElement,
+    Integer,
+    Row,
+    String,
+    Table,
+    Update,
+    bindparam,
+    case,
+    insert,
+    select,
+    tuple_,
+    update,
+)
 from sqlalchemy.orm import Session
 
 from billing.errors import InvalidUsageReport
@@ -108,22 +121,9 @@ class RecordOutcome:
 
 
 def open_watermark(session: Session, generation_id: str, epoch: int, *, now: datetime) -> None:
-    """The zero watermark of a new attempt (the lifecycle opens it when the attempt starts)."""
-    session.add(
-        Watermark(
-            generation_id=generation_id,
-            epoch=epoch,
-            input_tokens=0,
-            output_tokens=0,
-            cached_input_tokens=0,
-            observed_input_tokens=0,
-            observed_output_tokens=0,
-            observed_cached_input_tokens=0,
-            sealed_at=None,
-            updated_at=now,
-        )
-    )
-    session.flush()
+    """The zero watermark of a new attempt (the lifecycle opens it when the attempt starts), by one
+    statement built once (every generation's attempt runs it)."""
+    session.connection().execute(_OPEN, {"generation": generation_id, "attempt": epoch, "at": now})
 
 
 def record_usage(session: Session, reports: Sequence[UsageReport], *, now: datetime) -> RecordOutcome:
@@ -246,3 +246,14 @@ def _build_advance() -> Update:
 
 
 _ADVANCE = _build_advance()
+_WATERMARKS = cast(Table, Watermark.__table__)
+# every count starts at 0 (parameter names never equal a column's: they would be taken as its value)
+_OPEN = insert(_WATERMARKS).values(
+    {column: 0 for column in (*_COUNT_COLUMNS, *(f"observed_{c}" for c in _COUNT_COLUMNS))}
+    | {
+        "generation_id": bindparam("generation", type_=String()),
+        "epoch": bindparam("attempt"),
+        "sealed_at": None,
+        "updated_at": bindparam("at", type_=UTCDateTime()),
+    }
+)

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
+from control import attempt_sql as sql
 from control.errors import (
     AttemptEnded,
     CancelRequested,
@@ -23,9 +24,8 @@ from control.errors import (
     LeaseHeld,
     StaleEpoch,
 )
-from control.generations import lock_generation
-from control.models import Attempt, Generation
-from control.states import GenerationState, transition
+from control.generation_rows import GenerationRow, lock_row, start_epoch
+from control.states import GenerationState
 
 SUPERSEDED = "SUPERSEDED"  # attempt terminal reason: its lease expired and a new attempt replaced it
 
@@ -38,6 +38,19 @@ class Lease:
     epoch: int  # 1 for the first attempt, +1 per new attempt
     worker_id: str
     expires_at: datetime
+
+
+@dataclass(slots=True, frozen=True)
+class AttemptRecord:
+    """An attempt's row as read under its lock (the `attempts` table is written by statements built
+    once, control/attempt_sql.py, not through the ORM's unit of work)."""
+
+    generation_id: str
+    epoch: int
+    worker_id: str
+    started_at: datetime
+    lease_expires_at: datetime
+    ended_at: datetime | None
 
 
 @dataclass(slots=True, frozen=True)
@@ -59,12 +72,12 @@ def start_attempt(
     """
     if lease_for <= timedelta(0):
         raise ValueError("lease_for must be positive")
-    generation = lock_generation(session, generation_id)
+    generation = lock_row(session, generation_id)
     if generation.state.terminal:
         raise IllegalTransition(generation.id, str(generation.state), str(GenerationState.RUNNING))
     if generation.cancel_requested:
         raise CancelRequested(generation.id)
-    previous = current_attempt(session, generation)
+    previous = current_attempt(session, generation.id, generation.current_epoch)
     superseded = None
     if previous is not None and previous.ended_at is None:
         if previous.worker_id == worker_id and previous.started_at == now:  # this very call, retried
@@ -72,50 +85,52 @@ def start_attempt(
             return StartedAttempt(lease, None, repeated=True)
         if previous.lease_expires_at > now:
             raise LeaseHeld(generation.id, previous.epoch)
-        end_attempt(previous, outcome=GenerationState.INTERRUPTED, reason=SUPERSEDED, now=now)
+        end_attempt(session, previous, outcome=GenerationState.INTERRUPTED, reason=SUPERSEDED, now=now)
         superseded = previous.epoch
-    if generation.state is GenerationState.QUEUED:
-        transition(generation, GenerationState.RUNNING, now=now)
     epoch = (generation.current_epoch or 0) + 1
-    generation.current_epoch = epoch
-    generation.updated_at = now
-    attempt = Attempt(
-        generation_id=generation.id,
-        epoch=epoch,
-        worker_id=worker_id,
-        started_at=now,
-        lease_expires_at=now + lease_for,
+    start_epoch(session, generation, epoch, now=now)
+    expires_at = now + lease_for
+    session.connection().execute(
+        sql.INSERT,
+        {"generation": generation.id, "attempt": epoch, "worker": worker_id, "at": now, "until": expires_at},
     )
-    session.add(attempt)
-    session.flush()
-    return StartedAttempt(Lease(generation.id, epoch, worker_id, attempt.lease_expires_at), superseded)
+    return StartedAttempt(Lease(generation.id, epoch, worker_id, expires_at), superseded)
 
 
-def end_attempt(attempt: Attempt, *, outcome: GenerationState, reason: str, now: datetime) -> None:
+def end_attempt(
+    session: Session, attempt: AttemptRecord, *, outcome: GenerationState, reason: str, now: datetime
+) -> None:
     """Records the attempt's end, outcome and terminal reason; an attempt that ended keeps its own.
     The caller holds the generation's row lock."""
     if attempt.ended_at is None:
-        attempt.ended_at = now
-        attempt.outcome = outcome
-        attempt.terminal_reason = reason
+        params = {"generation": attempt.generation_id, "attempt": attempt.epoch, "at": now}
+        session.connection().execute(sql.END, params | {"result": outcome, "reason": reason})
 
 
 def renew_lease(session: Session, lease: Lease, *, now: datetime, lease_for: timedelta) -> Lease:
     """Extends a live lease to `now + lease_for`; a fenced-off attempt gets a `FencingError`."""
-    _, attempt = fence(session, lease, now=now)
-    attempt.lease_expires_at = max(attempt.lease_expires_at, now + lease_for)
-    return Lease(lease.generation_id, lease.epoch, lease.worker_id, attempt.lease_expires_at)
+    return renew_lease_of(session, lease, now=now, lease_for=lease_for)[0]
 
 
-def fence(session: Session, lease: Lease, *, now: datetime) -> tuple[Generation, Attempt]:
+def renew_lease_of(
+    session: Session, lease: Lease, *, now: datetime, lease_for: timedelta
+) -> tuple[Lease, GenerationRow]:
+    """`renew_lease`, with the generation's row as the fence read it (its cancel intent)."""
+    generation, attempt = fence(session, lease, now=now)
+    until = max(attempt.lease_expires_at, now + lease_for)
+    if until != attempt.lease_expires_at:
+        params = {"generation": lease.generation_id, "attempt": lease.epoch, "until": until}
+        session.connection().execute(sql.RENEW, params)
+    return Lease(lease.generation_id, lease.epoch, lease.worker_id, until), generation
+
+
+def fence(session: Session, lease: Lease, *, now: datetime) -> tuple[GenerationRow, AttemptRecord]:
     """The locked generation and attempt, if `lease` may still write at `now`; else a `FencingError`.
 
     The store's lease expiry is authoritative, not `lease.expires_at`.
     """
-    generation = lock_generation(session, lease.generation_id)
-    attempt = session.get(
-        Attempt, (lease.generation_id, lease.epoch), with_for_update=True, populate_existing=True
-    )
+    generation = lock_row(session, lease.generation_id)
+    attempt = _lock_attempt(session, lease.generation_id, lease.epoch)
     if generation.current_epoch != lease.epoch or attempt is None or attempt.worker_id != lease.worker_id:
         raise StaleEpoch(lease.generation_id, lease.epoch, generation.current_epoch)
     if attempt.ended_at is not None:
@@ -125,9 +140,15 @@ def fence(session: Session, lease: Lease, *, now: datetime) -> tuple[Generation,
     return generation, attempt
 
 
-def current_attempt(session: Session, generation: Generation) -> Attempt | None:
-    if generation.current_epoch is None:
+def current_attempt(session: Session, generation_id: str, current_epoch: int | None) -> AttemptRecord | None:
+    """The generation's current attempt (`current_epoch`: its row's), locked; None before its first.
+    The caller holds the generation's row lock."""
+    if current_epoch is None:
         return None
-    return session.get(
-        Attempt, (generation.id, generation.current_epoch), with_for_update=True, populate_existing=True
-    )
+    return _lock_attempt(session, generation_id, current_epoch)
+
+
+def _lock_attempt(session: Session, generation_id: str, epoch: int) -> AttemptRecord | None:
+    params = {"generation": generation_id, "attempt": epoch}
+    row = session.connection().execute(sql.LOCK, params).one_or_none()
+    return None if row is None else AttemptRecord(generation_id, *row)

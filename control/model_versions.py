@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import delete, select
+from sqlalchemy import String, bindparam, delete, select
 from sqlalchemy.orm import Session
 
 from control.errors import (
@@ -187,9 +187,17 @@ def require_servable(session: Session, version_id: str) -> None:
     `active_generations`) that reaches zero stays there. A version the store does not hold passes
     (the caller's registry decided it).
     """
-    version = session.get(ModelVersion, version_id, with_for_update={"read": True})
-    if version is not None and version.status in (ModelVersionStatus.DRAINING, ModelVersionStatus.RETIRED):
-        raise VersionNotServable(version_id, str(version.status))
+    status = session.execute(_STATUS_FOR_SHARE, {"version": version_id}).scalar_one_or_none()
+    if status in (ModelVersionStatus.DRAINING, ModelVersionStatus.RETIRED):
+        raise VersionNotServable(version_id, str(status))
+
+
+# built once: every admission runs it
+_STATUS_FOR_SHARE = (
+    select(ModelVersion.status)
+    .where(ModelVersion.id == bindparam("version", type_=String()))
+    .with_for_update(read=True)
+)
 
 
 def versions_with_status(session: Session, *statuses: ModelVersionStatus) -> list[ModelVersion]:

@@ -48,7 +48,8 @@ def interrupt_expired(session: Session, candidate: SweptAttempt, *, now: datetim
     """Interrupts `candidate` (LEASE_EXPIRED) if, under its generation's row lock, it is still the
     current unended attempt and its lease has expired at `now`; None if it was renewed, ended or
     replaced since the scan."""
-    attempt = current_attempt(session, lock_generation(session, candidate.generation_id))
+    generation = lock_generation(session, candidate.generation_id)
+    attempt = current_attempt(session, generation.id, generation.current_epoch)
     if attempt is None or attempt.epoch != candidate.epoch or attempt.ended_at is not None:
         return None
     if attempt.lease_expires_at > now:

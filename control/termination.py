@@ -14,8 +14,10 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
+from control import generation_rows
 from control.attempts import Lease, current_attempt, end_attempt, fence
 from control.errors import AttemptEnded, IllegalTransition, StaleEpoch
+from control.generation_rows import GenerationRow
 from control.generations import lock_generation
 from control.models import Generation
 from control.states import GenerationState, transition
@@ -26,16 +28,16 @@ WORKER_LOST = "WORKER_LOST"  # terminal reason when the worker's stream broke
 
 def finish_attempt(
     session: Session, lease: Lease, *, state: GenerationState, reason: str, now: datetime
-) -> Generation:
+) -> GenerationRow:
     """The attempt holding `lease` ends its generation in `state` (COMPLETED, CANCELED, FAILED or
     INTERRUPTED) with `reason` (e.g. OUTPUT_LIMIT). Raises a `FencingError` for a replaced or expired
     attempt, `IllegalTransition` for a non-terminal `state`."""
     if not state.terminal:
         raise IllegalTransition(lease.generation_id, str(GenerationState.RUNNING), str(state))
     generation, attempt = fence(session, lease, now=now)
-    transition(generation, state, now=now, reason=reason)
-    end_attempt(attempt, outcome=state, reason=reason, now=now)
-    return generation
+    ended = generation_rows.end(session, generation, state, now=now, reason=reason)
+    end_attempt(session, attempt, outcome=state, reason=reason, now=now)
+    return ended
 
 
 def interrupt_attempt(
@@ -46,14 +48,14 @@ def interrupt_attempt(
     Raises `StaleEpoch` if `epoch` is not current and `AttemptEnded` if it already ended.
     """
     generation = lock_generation(session, generation_id)
-    attempt = current_attempt(session, generation)
+    attempt = current_attempt(session, generation.id, generation.current_epoch)
     if attempt is None or attempt.epoch != epoch:
         raise StaleEpoch(generation_id, epoch, generation.current_epoch)
     if attempt.ended_at is not None:
         raise AttemptEnded(generation_id, epoch)
     if generation.state is GenerationState.RUNNING:
         transition(generation, GenerationState.INTERRUPTED, now=now, reason=reason)
-    end_attempt(attempt, outcome=GenerationState.INTERRUPTED, reason=reason, now=now)
+    end_attempt(session, attempt, outcome=GenerationState.INTERRUPTED, reason=reason, now=now)
     return generation
 
 

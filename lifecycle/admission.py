@@ -11,11 +11,10 @@ from billing.ledger import reserve
 from control.attempts import Lease
 from control.generations import NewGeneration, create_or_get_generation
 from control.model_versions import require_servable
-from control.models import Tenant
 from control.states import GenerationState
 from datastore.store import Store
 from lifecycle.attempts import Dispatch, begin_attempt
-from lifecycle.sealing import charge_of, limits_of
+from lifecycle.sealing import charge_of, read_limits
 
 
 @dataclass(slots=True, frozen=True)
@@ -47,12 +46,15 @@ def admit(
         generation = outcome.generation
         if not outcome.created:
             return Admission(generation.id, generation.request_id, generation.state, False, None)
-        tenant = session.get(Tenant, generation.tenant_id)
-        if tenant is None:
+        limits = read_limits(session, generation.tenant_id)
+        if limits is None:
             raise LookupError(f"unknown tenant {generation.tenant_id}")
         require_servable(session, generation.model_version_id)
-        reserve(session, charge_of(generation), limits_of(tenant), now=now, created_here=True)
+        reserve(session, charge_of(generation), limits, now=now, created_here=True)
         if refusal is not None:
             raise refusal
-        lease = begin_attempt(session, generation.id, dispatch, now=now) if dispatch is not None else None
-        return Admission(generation.id, generation.request_id, generation.state, True, lease)
+        if dispatch is None:
+            return Admission(generation.id, generation.request_id, generation.state, True, None)
+        # the attempt moves the generation's row, not the `generation` read above
+        lease = begin_attempt(session, generation.id, dispatch, now=now)
+        return Admission(generation.id, generation.request_id, GenerationState.RUNNING, True, lease)

@@ -14,7 +14,6 @@ from billing.usage import open_watermark
 from control import attempts
 from control.attempts import Lease
 from control.errors import ControlError
-from control.models import Generation
 from datastore.store import Store
 
 
@@ -70,11 +69,10 @@ def renew_leases(store: Store, leases: Iterable[Lease], *, now: datetime, lease_
     with store.transaction() as session:
         for lease in leases:
             try:
-                attempts.renew_lease(session, lease, now=now, lease_for=lease_for)
+                _, generation = attempts.renew_lease_of(session, lease, now=now, lease_for=lease_for)
             except ControlError:  # fenced off or gone; raised before anything is written
                 lost.add(lease.generation_id)
                 continue
-            generation = session.get(Generation, lease.generation_id)  # the fence has just read it
-            if generation is not None and generation.cancel_requested:
+            if generation.cancel_requested:
                 cancelled.add(lease.generation_id)
     return Renewal(frozenset(lost), frozenset(cancelled))

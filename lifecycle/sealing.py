@@ -5,15 +5,17 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from sqlalchemy import String, bindparam, select
 from sqlalchemy.orm import Session
 
 from billing.ledger import Charge, TenantLimits, release_reservation
 from billing.seal import seal_watermark
 from billing.usage import WatermarkView
+from control.generation_rows import GenerationRow
 from control.models import Generation, Tenant
 
 
-def charge_of(generation: Generation) -> Charge:
+def charge_of(generation: Generation | GenerationRow) -> Charge:
     return Charge(
         generation.id,
         generation.tenant_id,
@@ -22,17 +24,23 @@ def charge_of(generation: Generation) -> Charge:
     )
 
 
-def limits_of(tenant: Tenant) -> TenantLimits:
-    return TenantLimits(
-        max_concurrent_generations=tenant.max_concurrent_generations,
-        max_queued_tokens=tenant.max_queued_tokens,
-        input_tokens_per_minute=tenant.input_tokens_per_minute,
-        output_tokens_per_minute=tenant.output_tokens_per_minute,
-    )
+def read_limits(session: Session, tenant_id: str) -> TenantLimits | None:
+    """The tenant's limits as admission charges them; None for an unknown tenant."""
+    row = session.execute(_LIMITS, {"tenant": tenant_id}).one_or_none()
+    return None if row is None else TenantLimits(*row)
+
+
+# built once: every admission reads them (in TenantLimits' field order)
+_LIMITS = select(
+    Tenant.max_concurrent_generations,
+    Tenant.max_queued_tokens,
+    Tenant.input_tokens_per_minute,
+    Tenant.output_tokens_per_minute,
+).where(Tenant.id == bindparam("tenant", type_=String()))
 
 
 def seal_ended_attempt(
-    session: Session, generation: Generation, epoch: int, *, now: datetime
+    session: Session, generation: Generation | GenerationRow, epoch: int, *, now: datetime
 ) -> WatermarkView:
     """Freezes the bill of attempt `epoch` (which control has just ended) and, if the generation is
     now terminal, releases its reservation. The caller holds the generation's row lock."""

@@ -11,6 +11,7 @@ from billing.ledger import release_reservation
 from billing.usage import WatermarkView
 from control import termination
 from control.attempts import Lease
+from control.generation_rows import GenerationRow
 from control.generations import lock_generation, stale_queued
 from control.models import Generation
 from control.states import GenerationState
@@ -103,5 +104,5 @@ def sweep_abandoned_queued(
     return ended
 
 
-def _ended(generation: Generation, bill: WatermarkView | None) -> Ended:
+def _ended(generation: Generation | GenerationRow, bill: WatermarkView | None) -> Ended:
     return Ended(generation.id, generation.state, generation.terminal_reason, generation.finished_at, bill)

@@ -73,7 +73,8 @@ def test_one_generation_costs_one_transaction_per_step(store: Store) -> None:
         "admit": (6, 1),  # with the version's status, read FOR SHARE (a retiring one pins nothing)
         "start_attempt": (4, 1),
         "usage": (4, 1),  # one batch: shared by every report the aggregator gathered meanwhile
-        "renew (per round)": (4, 1),  # every live generation of the frontend: 3 statements each + 1
+        # every live generation of the frontend: its row and its attempt read locked, the lease extended
+        "renew (per round)": (3, 1),
         "finish": (9, 1),
         "get_generation": (2, 1),
     }
