@@ -83,7 +83,7 @@ def reserve(
     now: datetime,
     window: timedelta = RATE_WINDOW,
     created_here: bool = False,
-) -> Reservation:
+) -> Reserved:
     """Reserves `charge` within `limits`, or raises `QuotaExceeded` having changed nothing.
     Idempotent: a generation already reserved returns its reservation.
 
@@ -91,19 +91,23 @@ def reserve(
     on a refusal (admission does): nothing can be reserved for it yet, and no savepoint is needed,
     which saves three statements."""
     if not created_here and (existing := session.get(Reservation, charge.generation_id)) is not None:
-        return existing
+        return Reserved(existing.generation_id, existing.window_start, existing.reserved_at)
     start = window_start(now, window)
     with nullcontext() if created_here else session.begin_nested():
         _charge_load(session, charge, limits)
         _charge_rate(session, charge, limits, start, now, window)
-        reservation = Reservation(
-            generation_id=charge.generation_id,
-            tenant_id=charge.tenant_id,
-            window_start=start,
-            reserved_at=now,
-        )
-        session.add(reservation)
-    return reservation
+        params = {"generation": charge.generation_id, "tenant": charge.tenant_id, "start": start, "now": now}
+        session.connection().execute(sql.RESERVE, params)
+    return Reserved(charge.generation_id, start, now)
+
+
+@dataclass(slots=True, frozen=True)
+class Reserved:
+    """A generation's reservation: the rate window it was charged to, and when."""
+
+    generation_id: str
+    window_start: datetime
+    reserved_at: datetime
 
 
 @dataclass(slots=True, frozen=True)

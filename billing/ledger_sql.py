@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import cast
 
-from sqlalchemy import String, Table, bindparam, select, update
+from sqlalchemy import String, Table, bindparam, insert, select, update
 
 from billing.models import RateWindow, Reservation, TenantLedger
 
@@ -62,6 +62,12 @@ OUTCOME = (
     RESERVATION.c.released_at,
     RESERVATION.c.refunded_input_tokens,
     RESERVATION.c.refunded_output_tokens,
+)
+RESERVE = insert(RESERVATION).values(
+    generation_id=bindparam("generation", type_=String()),
+    tenant_id=bindparam("tenant", type_=String()),
+    window_start=bindparam("start", type_=RESERVATION.c.window_start.type),
+    reserved_at=bindparam("now", type_=RESERVATION.c.reserved_at.type),
 )
 # The release's statements, built once (every generation's end runs them)
 RELEASE = (

@@ -177,11 +177,8 @@ def read_watermarks(session: Session, keys: Iterable[AttemptKey]) -> dict[Attemp
     wanted = sorted(set(keys))
     if not wanted:
         return {}
-    rows = session.scalars(
-        select(Watermark)
-        .where(tuple_(Watermark.generation_id, Watermark.epoch).in_(wanted))
-        .execution_options(populate_existing=True)
-    )
+    t = _WATERMARKS
+    rows = session.connection().execute(select(t).where(tuple_(t.c.generation_id, t.c.epoch).in_(wanted)))
     return {(w.generation_id, w.epoch): view(w) for w in rows}
 
 
