@@ -135,15 +135,8 @@ def record_usage(session: Session, reports: Sequence[UsageReport], *, now: datet
     keys = sorted({r.key for r in first.values()})
     if not keys:
         return RecordOutcome(0, repeated, 0, 0)
-    table = Watermark.__table__
-    sealed = {
-        (g, e): sealed_at is not None
-        for g, e, sealed_at in session.execute(
-            select(table.c.generation_id, table.c.epoch, table.c.sealed_at).where(
-                tuple_(table.c.generation_id, table.c.epoch).in_(keys)
-            )
-        )
-    }
+    connection = session.connection()
+    sealed = {(g, e): at is not None for g, e, at in connection.execute(_SEALED, {"keys": keys})}
     known = sorted((r for r in first.values() if r.key in sealed), key=lambda r: r.identity)
     inserted = _insert_events(session, known, now) if known else set()
     new = [r for r in known if r.identity in inserted]
@@ -177,8 +170,7 @@ def read_watermarks(session: Session, keys: Iterable[AttemptKey]) -> dict[Attemp
     wanted = sorted(set(keys))
     if not wanted:
         return {}
-    t = _WATERMARKS
-    rows = session.connection().execute(select(t).where(tuple_(t.c.generation_id, t.c.epoch).in_(wanted)))
+    rows = session.connection().execute(_READ, {"keys": wanted})
     return {(w.generation_id, w.epoch): view(w) for w in rows}
 
 
@@ -201,12 +193,14 @@ def view(w: Watermark | Row[Any]) -> WatermarkView:
 
 def _insert_events(session: Session, reports: list[UsageReport], now: datetime) -> set[tuple[str, int, int]]:
     """Inserts the reports' events; returns the identities that were new."""
-    events = UsageEvent.__table__
-    stmt = (
-        insert_for(session, events)
-        .on_conflict_do_nothing(index_elements=["generation_id", "epoch", "sequence"])
-        .returning(events.c.generation_id, events.c.epoch, events.c.sequence)
-    )
+    dialect = session.get_bind().dialect.name
+    if (stmt := _INSERT_EVENTS.get(dialect)) is None:
+        events = UsageEvent.__table__
+        stmt = _INSERT_EVENTS[dialect] = (
+            insert_for(session, events)
+            .on_conflict_do_nothing(index_elements=["generation_id", "epoch", "sequence"])
+            .returning(events.c.generation_id, events.c.epoch, events.c.sequence)
+        )
     rows = session.connection().execute(
         stmt,
         [
@@ -244,6 +238,11 @@ def _build_advance() -> Update:
 
 _ADVANCE = _build_advance()
 _WATERMARKS = cast(Table, Watermark.__table__)
+# Built once: every usage batch runs them (the key list binds as one expanding parameter)
+_KEYS_IN = tuple_(_WATERMARKS.c.generation_id, _WATERMARKS.c.epoch).in_(bindparam("keys", expanding=True))
+_SEALED = select(_WATERMARKS.c.generation_id, _WATERMARKS.c.epoch, _WATERMARKS.c.sealed_at).where(_KEYS_IN)
+_READ = select(_WATERMARKS).where(_KEYS_IN)
+_INSERT_EVENTS: dict[str, Any] = {}  # per dialect: the events' INSERT ... ON CONFLICT DO NOTHING RETURNING
 # every count starts at 0 (parameter names never equal a column's: they would be taken as its value)
 _OPEN = insert(_WATERMARKS).values(
     {column: 0 for column in (*_COUNT_COLUMNS, *(f"observed_{c}" for c in _COUNT_COLUMNS))}
