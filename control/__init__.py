@@ -3,8 +3,9 @@ model versions, alias routes, tenants and workers. It imports no billing; the li
 the two (see lifecycle/).
 
     generations    create_or_get_generation, get_generation, find_by_request_id, lock_generation
-    states         GenerationState and the one allowed-transition table
-    attempts       start_attempt -> StartedAttempt, renew_lease, fence, end_attempt
+    states         GenerationState, the one allowed-transition table, moved (what a move sets)
+    generation_rows  the two moves every generation makes, on its locked row (statements built once)
+    attempts       start_attempt -> StartedAttempt, renew_lease, fence, end_attempt (attempt_sql.py)
     termination    finish_attempt, interrupt_attempt, finish_queued (each ends its attempt)
     cancel         request_cancel
     sweeper        expired_attempts, interrupt_expired
