@@ -21,7 +21,7 @@ from billing.usage import WatermarkView, view
 def seal_watermark(session: Session, generation_id: str, epoch: int, *, now: datetime) -> WatermarkView:
     """Freezes the attempt's watermark (a sealed one keeps its seal time); `LookupError` if the attempt
     has no watermark."""
-    watermark = session.execute(
+    watermark = session.connection().execute(
         _SEAL, {"generation": generation_id, "attempt": epoch, "now": now}
     ).one_or_none()
     if watermark is None:

@@ -22,7 +22,7 @@ class GenerationUsage:
 
 
 def generation_usage(session: Session, generation_id: str) -> GenerationUsage:
-    row = session.execute(_USAGE, {"generation": generation_id}).one()
+    row = session.connection().execute(_USAGE, {"generation": generation_id}).one()
     i, o, c, attempts, sealed = (int(v) for v in row)
     return GenerationUsage(generation_id, UsageCounts(i, o, c), final=attempts > 0 and sealed == attempts)
 

@@ -187,7 +187,7 @@ def require_servable(session: Session, version_id: str) -> None:
     `active_generations`) that reaches zero stays there. A version the store does not hold passes
     (the caller's registry decided it).
     """
-    status = session.execute(_STATUS_FOR_SHARE, {"version": version_id}).scalar_one_or_none()
+    status = session.connection().execute(_STATUS_FOR_SHARE, {"version": version_id}).scalar_one_or_none()
     if status in (ModelVersionStatus.DRAINING, ModelVersionStatus.RETIRED):
         raise VersionNotServable(version_id, str(status))
 

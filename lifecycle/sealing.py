@@ -26,7 +26,7 @@ def charge_of(generation: Generation | GenerationRow) -> Charge:
 
 def read_limits(session: Session, tenant_id: str) -> TenantLimits | None:
     """The tenant's limits as admission charges them; None for an unknown tenant."""
-    row = session.execute(_LIMITS, {"tenant": tenant_id}).one_or_none()
+    row = session.connection().execute(_LIMITS, {"tenant": tenant_id}).one_or_none()
     return None if row is None else TenantLimits(*row)
 
 
