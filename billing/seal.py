@@ -21,9 +21,11 @@ from billing.usage import WatermarkView, view
 def seal_watermark(session: Session, generation_id: str, epoch: int, *, now: datetime) -> WatermarkView:
     """Freezes the attempt's watermark (a sealed one keeps its seal time); `LookupError` if the attempt
     has no watermark."""
-    watermark = session.connection().execute(
-        _SEAL, {"generation": generation_id, "attempt": epoch, "now": now}
-    ).one_or_none()
+    watermark = (
+        session.connection()
+        .execute(_SEAL, {"generation": generation_id, "attempt": epoch, "now": now})
+        .one_or_none()
+    )
     if watermark is None:
         raise LookupError(f"attempt {generation_id}/{epoch} has no watermark")
     return view(watermark)

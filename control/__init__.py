@@ -2,7 +2,8 @@
 model versions, alias routes, tenants and workers. It imports no billing; the lifecycle layer composes
 the two (see lifecycle/).
 
-    generations    create_or_get_generation, get_generation, find_by_request_id, lock_generation
+    generations    insert_generation / existing_generation (create_or_get_generation), get_generation,
+                   find_by_request_id, lock_generation
     states         GenerationState, the one allowed-transition table, moved (what a move sets)
     generation_rows  the two moves every generation makes, on its locked row (statements built once)
     attempts       start_attempt -> StartedAttempt, renew_lease, fence, end_attempt (attempt_sql.py)

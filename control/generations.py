@@ -2,16 +2,17 @@
 
 A retry with the same request id and the same effective payload gets the existing generation;
 a different payload under the same request id raises `RequestIdConflict`. Concurrent creates are
-safe: `INSERT … ON CONFLICT DO NOTHING` then a read-back decides, whichever transaction wins.
+safe: `INSERT … ON CONFLICT DO NOTHING RETURNING id` decides, whichever transaction wins, and only
+a request id found there is read back.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import select
+from sqlalchemy import Table, select
 from sqlalchemy.orm import Session
 
 from control.errors import GenerationNotFound, RequestIdConflict
@@ -44,25 +45,23 @@ class CreateOrGet:
     created: bool  # False: an existing generation with the same request id and payload
 
 
-_CREATE: dict[str, Any] = {}  # per dialect: the INSERT ... ON CONFLICT DO NOTHING RETURNING, built once
+_CREATE: dict[str, Any] = {}  # per dialect: the INSERT ... ON CONFLICT DO NOTHING RETURNING id, built once
 
 
 def _create_statement(session: Session) -> Any:
     dialect = session.get_bind().dialect.name
     if dialect not in _CREATE:
-        stmt = insert_for(session, Generation).on_conflict_do_nothing(
-            index_elements=["tenant_id", "request_id"]
-        )
-        _CREATE[dialect] = stmt.returning(Generation)
+        table = cast(Table, Generation.__table__)
+        stmt = insert_for(session, table).on_conflict_do_nothing(index_elements=["tenant_id", "request_id"])
+        _CREATE[dialect] = stmt.returning(table.c.id)
     return _CREATE[dialect]
 
 
-def create_or_get_generation(session: Session, new: NewGeneration, *, now: datetime) -> CreateOrGet:
-    """The generation for (tenant, request id): inserted QUEUED, or the existing one.
-
-    Raises `RequestIdConflict` if the request id already names a different payload. On PostgreSQL
-    a concurrent insert of the same key waits for the other transaction and then reads its row.
-    """
+def insert_generation(session: Session, new: NewGeneration, *, now: datetime) -> bool:
+    """Inserts `new` QUEUED; False (nothing written) if its (tenant, request id) already names a
+    generation. One statement built once, which returns nothing the caller does not know already:
+    admission runs it for every request, and loading the new row as an ORM object cost more than
+    the INSERT. On PostgreSQL a concurrent insert of the same key waits for the other transaction."""
     values = {
         "id": new.generation_id,
         "tenant_id": new.tenant_id,
@@ -78,22 +77,33 @@ def create_or_get_generation(session: Session, new: NewGeneration, *, now: datet
         "created_at": now,
         "updated_at": now,
     }
-    # the new row comes back from the INSERT itself: a second statement only when it was there
-    fresh = {"populate_existing": True}
-    created = session.scalars(_create_statement(session), values, execution_options=fresh).one_or_none()
-    inserted = created is not None
-    generation = (
-        created
-        or session.scalars(
-            select(Generation)
-            .where(Generation.tenant_id == new.tenant_id, Generation.request_id == new.request_id)
-            .execution_options(populate_existing=True)
-        ).one()
-    )
+    return session.connection().execute(_create_statement(session), values).first() is not None
+
+
+def existing_generation(session: Session, new: NewGeneration) -> Generation:
+    """The generation `new`'s request id names (`insert_generation` found it there); raises
+    `RequestIdConflict` if it holds a different payload."""
+    generation = session.scalars(
+        select(Generation)
+        .where(Generation.tenant_id == new.tenant_id, Generation.request_id == new.request_id)
+        .execution_options(populate_existing=True)
+    ).one()
     if generation.payload_sha256 != new.payload_sha256:
         raise RequestIdConflict(new.tenant_id, new.request_id, generation.id)
-    # inserted now, not found: a retry whose first try committed (same id) is not created again
-    return CreateOrGet(generation, created=inserted)
+    return generation
+
+
+def create_or_get_generation(session: Session, new: NewGeneration, *, now: datetime) -> CreateOrGet:
+    """The generation for (tenant, request id): inserted QUEUED, or the existing one (read back
+    either way; admission uses the two steps, which need no read-back of a new row).
+
+    Raises `RequestIdConflict` if the request id already names a different payload.
+    """
+    if not insert_generation(session, new, now=now):  # a retry whose first try committed: not again
+        return CreateOrGet(existing_generation(session, new), created=False)
+    generation = session.get(Generation, new.generation_id, populate_existing=True)
+    assert generation is not None  # inserted above, in this transaction
+    return CreateOrGet(generation, created=True)
 
 
 def get_generation(session: Session, tenant_id: str, generation_id: str) -> Generation:

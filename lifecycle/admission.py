@@ -7,14 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from billing.ledger import reserve
+from billing.ledger import Charge, reserve
 from control.attempts import Lease
-from control.generations import NewGeneration, create_or_get_generation
+from control.generations import NewGeneration, existing_generation, insert_generation
 from control.model_versions import require_servable
 from control.states import GenerationState
 from datastore.store import Store
 from lifecycle.attempts import Dispatch, begin_attempt
-from lifecycle.sealing import charge_of, read_limits
+from lifecycle.sealing import read_limits
 
 
 @dataclass(slots=True, frozen=True)
@@ -42,19 +42,20 @@ def admit(
     `RequestIdConflict` and `VersionNotServable` (a retiring version), and billing's `QuotaExceeded`.
     """
     with store.transaction() as session:
-        outcome = create_or_get_generation(session, new, now=now)
-        generation = outcome.generation
-        if not outcome.created:
+        if not insert_generation(session, new, now=now):
+            generation = existing_generation(session, new)
             return Admission(generation.id, generation.request_id, generation.state, False, None)
-        limits = read_limits(session, generation.tenant_id)
+        limits = read_limits(session, new.tenant_id)
         if limits is None:
-            raise LookupError(f"unknown tenant {generation.tenant_id}")
-        require_servable(session, generation.model_version_id)
-        reserve(session, charge_of(generation), limits, now=now, created_here=True)
+            raise LookupError(f"unknown tenant {new.tenant_id}")
+        require_servable(session, new.model_version_id)
+        charge = Charge(
+            new.generation_id, new.tenant_id, new.reserved_input_tokens, new.reserved_output_tokens
+        )
+        reserve(session, charge, limits, now=now, created_here=True)
         if refusal is not None:
             raise refusal
         if dispatch is None:
-            return Admission(generation.id, generation.request_id, generation.state, True, None)
-        # the attempt moves the generation's row, not the `generation` read above
-        lease = begin_attempt(session, generation.id, dispatch, now=now)
-        return Admission(generation.id, generation.request_id, GenerationState.RUNNING, True, lease)
+            return Admission(new.generation_id, new.request_id, GenerationState.QUEUED, True, None)
+        lease = begin_attempt(session, new.generation_id, dispatch, now=now)
+        return Admission(new.generation_id, new.request_id, GenerationState.RUNNING, True, lease)

@@ -3,7 +3,7 @@ counted with datastore/meter.py on SQLite and PostgreSQL alike. One transaction 
 life, and the statements each runs; the README's figures are these (plus the background work
 shared by every generation: lease renewals, the sweeper, registry and catalog refreshes).
 
-    admit            create (the row comes back from the INSERT), tenant row, version FOR SHARE,
+    admit            create (its INSERT says whether it was new), tenant row, version FOR SHARE,
                      reserve: load + rate window (conditional UPDATEs; their rows are created by
                      the tenant's first admission, and a window's by the first in that minute)
     start_attempt    QUEUED -> RUNNING under the row lock; the attempt's watermark opened
