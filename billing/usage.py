@@ -178,8 +178,8 @@ def read_watermark(session: Session, generation_id: str, epoch: int) -> Watermar
     return read_watermarks(session, [(generation_id, epoch)]).get((generation_id, epoch))
 
 
-def view(w: Watermark | Row[Any]) -> WatermarkView:
-    """A watermark as its ORM object or as a row of all its columns."""
+def view(w: Row[Any]) -> WatermarkView:
+    """A watermark from a row of all its columns."""
     return WatermarkView(
         generation_id=w.generation_id,
         epoch=w.epoch,

@@ -14,6 +14,7 @@ from typing import cast
 
 from sqlalchemy import String, Table, bindparam, select, update
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.util import identity_key
 
 from control.errors import GenerationNotFound
 from control.models import Generation
@@ -37,7 +38,9 @@ class GenerationRow:
 
 def lock_row(session: Session, generation_id: str) -> GenerationRow:
     """The generation's row under its lock (PostgreSQL `FOR UPDATE`; SQLite holds the write lock);
-    `GenerationNotFound` if there is none."""
+    `GenerationNotFound` if there is none. Changes the session holds for it are written first (a
+    no-op when there are none, as in every use case the frontend runs), so the row is current."""
+    session.flush()
     row = session.connection().execute(_LOCK, {"generation": generation_id}).one_or_none()
     if row is None:
         raise GenerationNotFound(generation_id)
@@ -51,6 +54,7 @@ def start_epoch(session: Session, row: GenerationRow, epoch: int, *, now: dateti
         moved(row.id, row.state, GenerationState.RUNNING, now=now)
     params = {"generation": row.id, "to": GenerationState.RUNNING, "at": now, "attempt": epoch}
     session.connection().execute(_START, params)
+    _expire_loaded(session, row.id, ("state", "current_epoch", "updated_at"))
     return dataclasses.replace(row, state=GenerationState.RUNNING, current_epoch=epoch)
 
 
@@ -58,12 +62,20 @@ def end(
     session: Session, row: GenerationRow, to: GenerationState, *, now: datetime, reason: str
 ) -> GenerationRow:
     """`row` moved to terminal `to` with `reason`; `IllegalTransition` unless the move is allowed."""
-    values = moved(row.id, row.state, to, now=now, reason=reason)
     if not to.terminal:
         raise ValueError(f"{to} is not terminal")
-    reason = values["terminal_reason"]
+    reason = moved(row.id, row.state, to, now=now, reason=reason)["terminal_reason"]
     session.connection().execute(_END, {"generation": row.id, "to": to, "at": now, "reason": reason})
+    _expire_loaded(session, row.id, ("state", "updated_at", "finished_at", "terminal_reason"))
     return dataclasses.replace(row, state=to, finished_at=now, terminal_reason=reason)
+
+
+def _expire_loaded(session: Session, generation_id: str, columns: tuple[str, ...]) -> None:
+    """A `Generation` this session loaded earlier reads the columns just written again on next
+    access, instead of its stale copy (the UPDATE went past the ORM)."""
+    loaded = session.identity_map.get(identity_key(Generation, generation_id))
+    if loaded is not None:
+        session.expire(loaded, list(columns))
 
 
 _TABLE = cast(Table, Generation.__table__)
