@@ -3,7 +3,9 @@ epoch) and its attempt ends it (RUNNING -> terminal). The row is read under its 
 statements built once: loading the ORM's `Generation` (whose row processor is built per query) and
 flushing it cost several times their SQL, and these run for every generation. The rarer moves
 (cancel, interrupt, queued ends, the sweeper) keep the ORM object (`generations.lock_generation`).
-Both paths decide a move with `states.moved`."""
+Both paths decide a move with `states.moved`, and one transaction may use both: `lock_row` writes
+the session's pending changes first, and the UPDATEs expire what a loaded `Generation` held of the
+columns they wrote."""
 
 from __future__ import annotations
 
