@@ -35,7 +35,7 @@ from sqlalchemy.orm import Session
 from billing.errors import InvalidUsageReport
 from billing.models import UsageEvent, Watermark
 from datastore.base import UTCDateTime
-from datastore.upsert import insert_for
+from datastore.upsert import built_once, insert_for
 
 AttemptKey = tuple[str, int]  # (generation_id, epoch)
 _COUNT_COLUMNS = ("input_tokens", "output_tokens", "cached_input_tokens")
@@ -193,16 +193,8 @@ def view(w: Row[Any]) -> WatermarkView:
 
 def _insert_events(session: Session, reports: list[UsageReport], now: datetime) -> set[tuple[str, int, int]]:
     """Inserts the reports' events; returns the identities that were new."""
-    dialect = session.get_bind().dialect.name
-    if (stmt := _INSERT_EVENTS.get(dialect)) is None:
-        events = UsageEvent.__table__
-        stmt = _INSERT_EVENTS[dialect] = (
-            insert_for(session, events)
-            .on_conflict_do_nothing(index_elements=["generation_id", "epoch", "sequence"])
-            .returning(events.c.generation_id, events.c.epoch, events.c.sequence)
-        )
     rows = session.connection().execute(
-        stmt,
+        built_once(session, _INSERT_EVENTS, _build_insert_events),
         [
             {
                 "generation_id": r.generation_id,
@@ -217,6 +209,15 @@ def _insert_events(session: Session, reports: list[UsageReport], now: datetime) 
         ],
     )
     return {(g, e, s) for g, e, s in rows}
+
+
+def _build_insert_events(session: Session) -> Any:
+    events = UsageEvent.__table__
+    return (
+        insert_for(session, events)
+        .on_conflict_do_nothing(index_elements=["generation_id", "epoch", "sequence"])
+        .returning(events.c.generation_id, events.c.epoch, events.c.sequence)
+    )
 
 
 def _build_advance() -> Update:

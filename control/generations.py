@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from control.errors import GenerationNotFound, RequestIdConflict
 from control.models import Generation
 from control.states import GenerationState
-from datastore.upsert import insert_for
+from datastore.upsert import built_once, insert_for
 
 
 @dataclass(slots=True, frozen=True)
@@ -48,13 +48,10 @@ class CreateOrGet:
 _CREATE: dict[str, Any] = {}  # per dialect: the INSERT ... ON CONFLICT DO NOTHING RETURNING id, built once
 
 
-def _create_statement(session: Session) -> Any:
-    dialect = session.get_bind().dialect.name
-    if dialect not in _CREATE:
-        table = cast(Table, Generation.__table__)
-        stmt = insert_for(session, table).on_conflict_do_nothing(index_elements=["tenant_id", "request_id"])
-        _CREATE[dialect] = stmt.returning(table.c.id)
-    return _CREATE[dialect]
+def _build_create(session: Session) -> Any:
+    table = cast(Table, Generation.__table__)
+    stmt = insert_for(session, table).on_conflict_do_nothing(index_elements=["tenant_id", "request_id"])
+    return stmt.returning(table.c.id)
 
 
 def insert_generation(session: Session, new: NewGeneration, *, now: datetime) -> bool:
@@ -77,7 +74,9 @@ def insert_generation(session: Session, new: NewGeneration, *, now: datetime) ->
         "created_at": now,
         "updated_at": now,
     }
-    return session.connection().execute(_create_statement(session), values).first() is not None
+    return (
+        session.connection().execute(built_once(session, _CREATE, _build_create), values).first() is not None
+    )
 
 
 def existing_generation(session: Session, new: NewGeneration) -> Generation:
