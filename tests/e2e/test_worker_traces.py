@@ -130,36 +130,32 @@ async def traced_platform(
 async def test_worker_spans_join_the_generation_trace(
     collector: Collector, tmp_path: Path, artifact_dir: Path
 ) -> None:
+    """The worker's engine span is in the generation's trace, under its queue span; Triton's own
+    spans of the request name it (`triton.request_id`) and share one trace: the generation's,
+    except when Triton 2.51 leaves the request's traceparent header unread (README "Tracing"; it
+    happened to this one request in a CI run of 2026-12-07), when they form a trace of their own."""
     async with traced_platform(collector, tmp_path, probe_interval_s=3600.0) as (platform, stub):
         req = pb.GenerateRequest(model="smollm2-135m", prompt="Hi", max_output_tokens=3)
         events = [e async for e in stub.Generate(req, metadata=auth(), timeout=60)]
         gid = events[0].generation_id
         platform.tracer_provider.force_flush()
-        deadline = asyncio.get_running_loop().time() + 120  # only a lost export fails
-        while True:
-            roots = [
-                s
-                for s in collector.spans
-                if s[2] == "generation" and gid in s[3].get("llm.generation_id", "")
-            ]
-            # this request's worker spans: Triton names the request id (the generation id) on
-            # its model span
+
+        def triton_spans() -> list[Received]:  # Triton names the request id on its model span
             ours = [
                 s
                 for s in collector.spans
                 if s[0] == "llm-worker" and gid in s[3].get("triton.request_id", "")
             ]
-            if (roots and ours) or asyncio.get_running_loop().time() > deadline:
-                break
-            await asyncio.sleep(0.5)
-        assert roots, "the frontend exported no generation span"
-        worker = sorted(
-            {(s[2], s[1], s[3].get("triton.request_id", "")) for s in collector.spans if s[0] == "llm-worker"}
-        )
-        assert ours, f"the worker exported no span of request {gid}; its spans: {worker}"
-        assert {s[1] for s in ours} == {roots[0][1]}, (
-            f"request {gid}'s worker spans are not in its generation's trace {roots[0][1]}: {worker}"
-        )
+            return [s for s in collector.spans if s[0] == "llm-worker" and ours and s[1] == ours[0][1]]
+
+        async with asyncio.timeout(120):  # a hang guard: only a lost export fails
+            while len(_chain(collector.spans, gid)) < 3 or not triton_spans():
+                await asyncio.sleep(0.5)
+        root, queue, engine = _chain(collector.spans, gid)
+        assert (queue[1], queue[5]) == (root[1], root[4])
+        assert (engine[1], engine[5]) == (queue[1], queue[4]), f"{gid}: its engine span is elsewhere"
+        names = {s[2] for s in triton_spans()}
+        assert {"InferRequest", "compute"} <= names, f"Triton's spans of {gid}: {sorted(names)}"
 
 
 async def test_every_generations_engine_span_is_under_its_queue_span_at_any_concurrency(
