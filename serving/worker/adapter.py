@@ -63,6 +63,7 @@ IDLE_WAIT_S = 0.05  # an idle loop waits this long for a request before it publi
 COALESCE_TOKENS = 16  # batch-tier tokens per response while the batch is large (module docstring)
 COALESCE_FROM = 16  # requests answered in one step from which batch-tier streams are coalesced
 CHECK_EVERY = 4  # steps between a coalesced batch-tier stream's cancellation checks
+CLOSE_WAIT_S = 10.0  # close() waits this long for the loop's step to return
 
 
 class WorkerAdapter:
@@ -91,6 +92,9 @@ class WorkerAdapter:
         self.outbox = Outbox(log)  # makes the calls that reach tritonserver, in order
         self.live: dict[str, LiveRequest] = {}  # request id in the engine -> the request
         self._stopping = threading.Event()
+        self._handover = threading.Lock()  # who closes the outputs: close(), or a loop it gave up on
+        self._loop_done = False  # run() has ended its requests
+        self._loop_closes = False  # close() gave up waiting: run() closes the outputs
         self._loop_thread: threading.Thread | None = None
         self._was_busy = False
         self.coalesce_from = coalesce_from
@@ -108,9 +112,15 @@ class WorkerAdapter:
         torch_thread.run(self.run)
 
     def run(self) -> None:
-        """The engine loop, until close()."""
+        """The engine loop, until close(). It owns the live requests: it ends them on its way out."""
         while not self._stopping.is_set():
             self.run_once(block=True)
+        self._fail_live(Refusal.UNLOADING)
+        with self._handover:
+            self._loop_done = True
+            late = self._loop_closes
+        if late:
+            self._close_outputs()
 
     def run_once(self, block: bool = False) -> None:
         """One turn of the loop: admit what arrived (when idle and `block`, waiting up to IDLE_WAIT_S
@@ -129,18 +139,31 @@ class WorkerAdapter:
             self._fail_live(Refusal.INTERNAL_ERROR, type(e).__name__)
             self.engine = self._new_engine()
 
-    def close(self) -> None:
-        """Stops the loop, then ends every queued and live request (Triton is unloading the model)."""
+    def close(self, wait_s: float = CLOSE_WAIT_S) -> None:
+        """Stops the loop, then ends every queued and live request (Triton is unloading the model).
+        A loop still in its step after `wait_s` keeps its live requests and closes the outputs
+        itself when the step returns (run()); only the requests it has not taken end here."""
         self._stopping.set()
-        if self._loop_thread is not None:
-            self._loop_thread.join(timeout=10)
+        thread = self._loop_thread
+        if thread is not None:
+            thread.join(timeout=wait_s)
         message = refusal_message(Refusal.UNLOADING)
         while True:
             try:
                 self.outbox.end(self.incoming.get_nowait(), message)
             except queue.Empty:
                 break
-        self._fail_live(Refusal.UNLOADING)
+        with self._handover:
+            if thread is not None and not self._loop_done:
+                self._loop_closes = True
+                self.log.log_error(
+                    f"engine loop still in a step after {wait_s:g} s: it ends its own requests"
+                )
+                return
+        self._fail_live(Refusal.UNLOADING)  # the loop's own when it never ran on a thread (tests)
+        self._close_outputs()
+
+    def _close_outputs(self) -> None:
         self.outbox.close()  # every posted response sent
         self.metrics.close()
         self.spans.close()

@@ -3,13 +3,16 @@ FINAL per request on every path (finished, cancelled, refused, malformed, engine
 
 from __future__ import annotations
 
+import threading
 from typing import cast
 
 import pytest
+import torch
 
 from contracts.tier import Tier
-from engine.engine import EngineError
+from engine.engine import EngineError, StepOutput
 from serving.worker.adapter import CHECK_EVERY, COALESCE_TOKENS, WorkerAdapter
+from serving.worker.torch_thread import TorchThread
 from tests.serving.worker.fakes import Clock, Family, Log, Metric, Request, ScriptedEngine, make_adapter, turn
 
 ADMITTED = ({"output_ids": [], "num_input_tokens": [3], "num_cached_tokens": [1]}, False)
@@ -145,6 +148,63 @@ def test_unloading_ends_queued_and_live_requests_after_what_was_sent() -> None:
     assert live.sent == [ADMITTED, ({"output_ids": [101]}, False), ("model is unloading", True)]
     assert queued.sent == [("model is unloading", True)]
     assert adapter.metrics.families == []
+
+
+class StuckEngine(ScriptedEngine):
+    """A scripted engine whose steps wait until the test lets them go."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stepping, self.go = threading.Event(), threading.Event()
+
+    def step(self) -> list[StepOutput]:
+        self.stepping.set()
+        assert self.go.wait(timeout=60), "the test never let the step go"
+        return super().step()
+
+
+def on_its_thread(adapter: WorkerAdapter) -> TorchThread:
+    thread = TorchThread(torch.get_num_threads())  # torch's count is process-wide: left as it is
+    adapter.start(thread)
+    return thread
+
+
+def test_a_loop_on_its_thread_ends_its_own_live_requests_when_closed() -> None:
+    engine = StuckEngine()
+    adapter, live = make_adapter(engine), Request("live", out=50)
+    submit(adapter, live)
+    thread = on_its_thread(adapter)
+    assert engine.stepping.wait(timeout=60)
+    engine.go.set()
+    adapter.close()
+    assert not thread.thread.is_alive()
+    assert live.sent[0] == ADMITTED and live.sent[-1] == ("model is unloading", True)
+    assert_one_final(live)
+    assert adapter.metrics.families == []
+    assert isinstance(adapter.log, Log) and adapter.log.lines == []
+
+
+def test_closing_beside_a_step_that_does_not_return_leaves_the_loop_its_requests() -> None:
+    engine = StuckEngine()
+    adapter, live, queued = make_adapter(engine), Request("live", out=50), Request("queued")
+    submit(adapter, live)
+    thread = on_its_thread(adapter)
+    assert engine.stepping.wait(timeout=60)
+    submit(adapter, queued)
+    adapter.close(wait_s=0.01)  # the step cannot return before the test lets it go
+    assert isinstance(adapter.log, Log) and adapter.log.lines == [
+        "engine loop still in a step after 0.01 s: it ends its own requests"
+    ]
+    adapter.outbox.flush()
+    assert queued.sent == [("model is unloading", True)]
+    assert live.sent == [ADMITTED]  # nothing ended beside the loop
+    assert adapter.live != {} and adapter.metrics.families != []
+    engine.go.set()
+    thread.thread.join(timeout=60)
+    assert not thread.thread.is_alive()
+    assert live.sent[-1] == ("model is unloading", True) and adapter.live == {}
+    assert_one_final(live, queued)
+    assert adapter.metrics.families == []  # the loop closed what close() left it
 
 
 def test_every_path_sends_exactly_one_final() -> None:
