@@ -15,17 +15,17 @@ FINAL, on every path:
                   sender or handle raised: outbox.py) ends alone with "internal error: <type>";
                   the others and the engine go on
     engine error  a step that raises ends every live request with "internal error: <type>" and
-                  rebuilds the engine; the loop goes on
-    unloading     `close()` ends queued and live requests with "model is unloading"
+                  rebuilds the engine (loop_guard.py); the loop goes on
+    unloading     "model is unloading": the loop ends its live requests, `close()` the queued
 
 Batch-tier streams are coalesced while the batch is large: when a step answers at least
 `coalesce_from` requests, a BATCH-tier request's tokens after its first are held until it has
-COALESCE_TOKENS of them (or finishes), then sent as one response. Each response costs the stub,
-tritonserver and the frontend per-response work on the cores the engine steps on (offline 64 x
-128/128 on 2 cores: the frontend took 0.14 cores at 4 tokens a response, 0.04 at 16); batch-tier
-clients ask for throughput, not an even token rhythm. The first token is never held, so a batch
-request's time to first token stays what the engine gave it. Interactive streams always get every
-step's tokens at once.
+COALESCE_TOKENS (live_request.py) of them (or finishes), then sent as one response. Each response
+costs the stub, tritonserver and the frontend per-response work on the cores the engine steps on
+(offline 64 x 128/128 on 2 cores: the frontend took 0.14 cores at 4 tokens a response, 0.04 at
+16); batch-tier clients ask for throughput, not an even token rhythm. The first token is never
+held, so a batch request's time to first token stays what the engine gave it. Interactive streams
+always get every step's tokens at once.
 
 While coalescing, a BATCH-tier stream is also asked whether it was cancelled only once every
 CHECK_EVERY steps (each stream on its own turn, so every step asks about a share of them); other
@@ -50,6 +50,7 @@ from contracts.tier import Tier
 from contracts.worker import Refusal, refusal_message
 from engine.engine import CapacityError, EngineError, FinishReason, StepOutput
 from serving.worker.live_request import LiveRequest, end_span
+from serving.worker.loop_guard import UNAVAILABLE, Handover, Rebuilder
 from serving.worker.outbox import Outbox
 from serving.worker.protocol import ErrorResponse, Log, Request, StepEngine
 from serving.worker.request_spans import NoSpans, RequestSpans
@@ -60,7 +61,6 @@ from serving.worker.worker_metrics import WorkerMetrics
 IDLE_WAIT_S = 0.05  # an idle loop waits this long for a request before it publishes metrics again
 
 
-COALESCE_TOKENS = 16  # batch-tier tokens per response while the batch is large (module docstring)
 COALESCE_FROM = 16  # requests answered in one step from which batch-tier streams are coalesced
 CHECK_EVERY = 4  # steps between a coalesced batch-tier stream's cancellation checks
 CLOSE_WAIT_S = 10.0  # close() waits this long for the loop's step to return
@@ -83,7 +83,7 @@ class WorkerAdapter:
         coalesce_from: see the module docstring. spans: each admitted request's engine span
         (request_spans.py; default: none)."""
         self.engine = engine
-        self._new_engine = new_engine
+        self._rebuilder = Rebuilder(new_engine, log, clock)
         self.eos_ids = eos_ids
         self.metrics = metrics
         self.log = log
@@ -91,10 +91,9 @@ class WorkerAdapter:
         self.incoming: queue.Queue[Request] = queue.Queue()
         self.outbox = Outbox(log)  # makes the calls that reach tritonserver, in order
         self.live: dict[str, LiveRequest] = {}  # request id in the engine -> the request
+        self._aborting: set[str] = set()  # ended here, their ABORTED not yet out of the engine
         self._stopping = threading.Event()
-        self._handover = threading.Lock()  # who closes the outputs: close(), or a loop it gave up on
-        self._loop_done = False  # run() has ended its requests
-        self._loop_closes = False  # close() gave up waiting: run() closes the outputs
+        self._handover = Handover()  # who closes the outputs at unload (loop_guard.py)
         self._loop_thread: threading.Thread | None = None
         self._was_busy = False
         self.coalesce_from = coalesce_from
@@ -113,14 +112,13 @@ class WorkerAdapter:
 
     def run(self) -> None:
         """The engine loop, until close(). It owns the live requests: it ends them on its way out."""
-        while not self._stopping.is_set():
-            self.run_once(block=True)
-        self._fail_live(Refusal.UNLOADING)
-        with self._handover:
-            self._loop_done = True
-            late = self._loop_closes
-        if late:
-            self._close_outputs()
+        try:
+            while not self._stopping.is_set():
+                self.run_once(block=True)
+        finally:
+            self._fail_live(Refusal.UNLOADING)
+            if self._handover.loop_ended():
+                self._close_outputs()
 
     def run_once(self, block: bool = False) -> None:
         """One turn of the loop: admit what arrived (when idle and `block`, waiting up to IDLE_WAIT_S
@@ -137,7 +135,9 @@ class WorkerAdapter:
         except Exception as e:  # a bug must not kill the loop silently: fail every live request
             self.log.log_error(f"engine step failed: {type(e).__name__}: {e}")
             self._fail_live(Refusal.INTERNAL_ERROR, type(e).__name__)
-            self.engine = self._new_engine()
+            self.engine = UNAVAILABLE  # dropped before another is built (loop_guard.py)
+        if self.engine is UNAVAILABLE:
+            self.engine, self._aborting = self._rebuilder.build(), set()
 
     def close(self, wait_s: float = CLOSE_WAIT_S) -> None:
         """Stops the loop, then ends every queued and live request (Triton is unloading the model).
@@ -153,13 +153,9 @@ class WorkerAdapter:
                 self.outbox.end(self.incoming.get_nowait(), message)
             except queue.Empty:
                 break
-        with self._handover:
-            if thread is not None and not self._loop_done:
-                self._loop_closes = True
-                self.log.log_error(
-                    f"engine loop still in a step after {wait_s:g} s: it ends its own requests"
-                )
-                return
+        if self._handover.close_gives_up(thread is not None and thread.is_alive()):
+            self.log.log_error(f"engine loop still in a step after {wait_s:g} s: it ends its own requests")
+            return
         self._fail_live(Refusal.UNLOADING)  # the loop's own when it never ran on a thread (tests)
         self._close_outputs()
 
@@ -208,7 +204,7 @@ class WorkerAdapter:
 
     def _unique_id(self, rid: str) -> str:
         rid = rid or uuid.uuid4().hex
-        while rid in self.live:
+        while rid in self.live or rid in self._aborting:  # never the id of an abort under way
             rid = f"{rid}+{uuid.uuid4().hex[:8]}"
         return rid
 
@@ -220,7 +216,7 @@ class WorkerAdapter:
         for stream in taken.broken:  # its error FINAL is sent: forget it, the engine drops it
             if self.live.get(stream.rid) is stream:
                 end_span(self.live.pop(stream.rid), "BROKEN_STREAM")
-                self.engine.abort(stream.rid)
+                self._abort(stream.rid)
         for stream in taken.cancelled:
             if self.live.get(stream.rid) is stream:
                 self.engine.abort(stream.rid)
@@ -253,7 +249,9 @@ class WorkerAdapter:
 
     def _respond(self, out: StepOutput) -> None:
         live = self.live.get(out.request_id)
-        if live is None:
+        if live is None:  # ended here already (a broken stream, its own failure): its abort is done
+            if out.finish_reason is not None:
+                self._aborting.discard(out.request_id)
             return
         done = out.finish_reason is not None
         if live.span is not None:
@@ -276,14 +274,9 @@ class WorkerAdapter:
             self.log.log_error(f"request {out.request_id[:64]} failed in the engine: {out.error}")
             send(live, ErrorResponse(refusal_message(Refusal.INTERNAL_ERROR, out.error or "")), final=True)
         elif live.streaming:
-            # the step's tokens as they are, unless some were held for coalescing (no copy per step)
-            ids = (*live.held, *out.new_token_ids) if live.held else out.new_token_ids
-            first = out.num_output_tokens == len(ids)  # nothing sent before: never held
-            if not (done or first) and live.batch_tier and self._coalescing and len(ids) < COALESCE_TOKENS:
-                live.held = list(ids)  # sent with a later step's tokens
-                return
-            live.held = []
-            send(live, step_outputs(ids), final=done)
+            ids = live.to_send(out.new_token_ids, out.num_output_tokens, done, self._coalescing)
+            if ids is not None:
+                send(live, step_outputs(ids), final=done)
         else:
             live.held.extend(out.new_token_ids)
             if done:
@@ -295,9 +288,14 @@ class WorkerAdapter:
         self.live.pop(live.rid, None)
         end_span(live, Refusal.INTERNAL_ERROR.name)
         if abort:
-            self.engine.abort(live.rid)
+            self._abort(live.rid)
         self.log.log_error(f"request {live.rid[:64]} failed: {type(e).__name__}")
         self.outbox.send(live, ErrorResponse(refusal_message(Refusal.INTERNAL_ERROR, type(e).__name__)), True)
+
+    def _abort(self, rid: str) -> None:
+        """The engine drops a request already ended here; its id stays taken until its ABORTED."""
+        self.engine.abort(rid)
+        self._aborting.add(rid)
 
     def _fail_live(self, refusal: Refusal, detail: str = "") -> None:
         live, self.live = self.live, {}

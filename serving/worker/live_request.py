@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from serving.worker.outbox import Stream
 from serving.worker.protocol import Request
 from serving.worker.request_spans import RequestSpan
+
+COALESCE_TOKENS = 16  # batch-tier tokens per response while the batch is large (adapter.py's docstring)
 
 
 class LiveRequest(Stream):
@@ -20,6 +24,19 @@ class LiveRequest(Stream):
         # non-streaming: every token, sent once at the end; streaming: tokens held for coalescing
         self.held: list[int] = []
         self.span: RequestSpan | None = None  # its engine span (request_spans.py), until it ends
+
+    def to_send(
+        self, new_ids: Sequence[int], produced: int, done: bool, coalescing: bool
+    ) -> Sequence[int] | None:
+        """A streaming request's tokens to send after a step (`produced` in all so far), or None
+        while they are held for coalescing; its first tokens and its last are never held."""
+        ids = (*self.held, *new_ids) if self.held else new_ids  # no copy per step unless held
+        first = produced == len(ids)  # nothing sent before
+        if not (done or first) and self.batch_tier and coalescing and len(ids) < COALESCE_TOKENS:
+            self.held = list(ids)  # sent with a later step's tokens
+            return None
+        self.held = []
+        return ids
 
 
 def end_span(live: LiveRequest, reason: str, error: bool = True) -> None:

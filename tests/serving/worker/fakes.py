@@ -3,7 +3,7 @@ a scripted engine, Triton's metrics API, a log and a clock."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -210,12 +210,13 @@ def make_adapter(
     clock: Clock | None = None,
     coalesce_from: int = COALESCE_FROM,
     spans: RequestSpans | None = None,
+    new_engine: Callable[[], ScriptedEngine] = ScriptedEngine,
 ) -> WorkerAdapter:
     """An adapter over a scripted engine, as the loader leaves it but with no loop thread: tests turn
-    the loop with turn()."""
+    the loop with turn(). new_engine: what it builds after a failed step."""
     return WorkerAdapter(
         engine or ScriptedEngine(),
-        ScriptedEngine,
+        new_engine,
         frozenset({2}),
         WorkerMetrics("m", MetricsApi()),
         Log(),

@@ -11,7 +11,8 @@ import torch
 
 from contracts.tier import Tier
 from engine.engine import EngineError, StepOutput
-from serving.worker.adapter import CHECK_EVERY, COALESCE_TOKENS, WorkerAdapter
+from serving.worker.adapter import CHECK_EVERY, WorkerAdapter
+from serving.worker.live_request import COALESCE_TOKENS
 from serving.worker.torch_thread import TorchThread
 from tests.serving.worker.fakes import Clock, Family, Log, Metric, Request, ScriptedEngine, make_adapter, turn
 

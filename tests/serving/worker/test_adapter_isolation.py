@@ -4,6 +4,9 @@ every token and one FINAL, and the engine is kept (no rebuild, no "engine step f
 
 from __future__ import annotations
 
+import pytest
+
+from serving.worker import adapter as adapter_module
 from serving.worker.adapter import WorkerAdapter
 from tests.serving.worker.fakes import Log, Request, ScriptedEngine, make_adapter, turn
 from tests.serving.worker.test_adapter import ADMITTED, assert_one_final, submit
@@ -104,3 +107,70 @@ def test_a_sender_that_never_recovers_ends_its_request_without_touching_the_othe
     assert b.sent == [ADMITTED, ({"output_ids": [101]}, False)]
     assert log_of(adapter) == ["request b failed: RuntimeError", "could not end request b: RuntimeError"]
     assert_one_final(a)
+
+
+def test_a_retry_under_the_id_of_a_request_that_failed_alone_is_a_request_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The frontend retries under the same request id (the generation's). A request that failed in
+    its own step's response is aborted in the engine, whose ABORTED for it comes out of the next
+    step: a retry admitted before then must not take that ABORTED as its own end."""
+    adapter = make_adapter()
+    engine = engine_of(adapter)
+    first = Request("g", out=5)
+    submit(adapter, first)
+    turn(adapter)
+
+    def unbuildable(ids: object) -> object:
+        raise MemoryError()
+
+    monkeypatch.setattr(adapter_module, "step_outputs", unbuildable)
+    turn(adapter)  # its second token's response cannot be built: it alone ends, aborted in the engine
+    monkeypatch.undo()
+    retry = Request("g", out=2)
+    submit(adapter, retry)
+    turn(adapter, 3)
+    assert first.sent == [ADMITTED, ({"output_ids": [101]}, False), ("internal error: MemoryError", True)]
+    assert retry.sent == [ADMITTED, ({"output_ids": [101]}, False), ({"output_ids": [102]}, True)]
+    assert adapter.live == {} and not engine.has_unfinished()
+    assert log_of(adapter) == ["request g failed: MemoryError"]
+
+
+def test_an_engine_that_cannot_be_rebuilt_refuses_requests_until_a_build_succeeds() -> None:
+    """The loop survives a failed rebuild after a failed step (the memory the step ran out of may
+    still be short): meanwhile requests are refused for capacity, and builds are tried again after
+    1 s, then 2 s (the fake clock advances 0.25 s a reading)."""
+    failures, built = [MemoryError("no room for the KV pool")] * 2, []
+
+    def new_engine() -> ScriptedEngine:
+        if failures:
+            raise failures.pop()
+        built.append(ScriptedEngine())
+        return built[-1]
+
+    adapter = make_adapter(new_engine=new_engine)
+    live = Request("live", out=5)
+    submit(adapter, live)
+    turn(adapter)
+    engine_of(adapter).fail_step = RuntimeError("boom")
+    turn(adapter)
+    assert live.sent[-1] == ("internal error: RuntimeError", True)
+    refused = Request("refused")
+    submit(adapter, refused)
+    turn(adapter)
+    assert refused.sent == [("capacity: the engine is being rebuilt after a failed step", True)]
+    for _ in range(100):
+        if built:
+            break
+        turn(adapter)
+    assert built and adapter.engine is built[0]
+    assert log_of(adapter) == [
+        "engine step failed: RuntimeError: boom",
+        "engine rebuild failed: MemoryError: no room for the KV pool; next try in 1 s",
+        "engine rebuild failed: MemoryError: no room for the KV pool; next try in 2 s",
+    ]
+    later = Request("later", out=1)
+    submit(adapter, later)
+    turn(adapter)
+    assert later.sent == [ADMITTED, ({"output_ids": [101]}, True)]
+    assert_one_final(live, refused, later)

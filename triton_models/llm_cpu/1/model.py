@@ -24,4 +24,6 @@ class TritonPythonModel:
         return None  # decoupled: the worker's loop sends every response
 
     def finalize(self):
-        self.worker.close()
+        worker = getattr(self, "worker", None)  # none when initialize() failed
+        if worker is not None:
+            worker.close()
