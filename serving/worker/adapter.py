@@ -138,6 +138,8 @@ class WorkerAdapter:
             self.engine = UNAVAILABLE  # dropped before another is built (loop_guard.py)
         if self.engine is UNAVAILABLE:
             self.engine, self._aborting = self._rebuilder.build(), set()
+            if self.engine is not UNAVAILABLE:
+                self.metrics.engine_replaced()
 
     def close(self, wait_s: float = CLOSE_WAIT_S) -> None:
         """Stops the loop, then ends every queued and live request (Triton is unloading the model).

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
 METRICS_INTERVAL_S = 0.5
 LOOP_PARTS = ("cancel_check", "schedule", "model", "respond")  # where the engine loop's time goes
+ENGINE_TOTALS = ("preemptions", "prefix_query_tokens", "prefix_hit_tokens")  # cumulative in the engine
 
 
 class Metric(Protocol):
@@ -99,9 +100,7 @@ class WorkerMetrics:
         for name, metric in self.gauges.items():
             metric.set(float(getattr(stats, name)))
         totals = {
-            "preemptions": stats.preemptions,
-            "prefix_query_tokens": stats.prefix_query_tokens,
-            "prefix_hit_tokens": stats.prefix_hit_tokens,
+            **{name: getattr(stats, name) for name in ENGINE_TOTALS},
             "steps": self.steps,
             "batched_tokens": self.batched_tokens,
         }
@@ -113,6 +112,11 @@ class WorkerMetrics:
             if seconds > 0:
                 self.loop[part].increment(seconds)
                 self.loop_s[part] = 0.0
+
+    def engine_replaced(self) -> None:
+        """A new engine counts its totals from zero: the counters go on from what was reported."""
+        for name in ENGINE_TOTALS:
+            self.reported[name] = 0
 
     def close(self) -> None:
         self.gauges.clear()

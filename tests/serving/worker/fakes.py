@@ -141,7 +141,8 @@ class ScriptedEngine:
 
     def stats(self) -> Stats:
         running, batch = len(self.running), self.last_batch_tokens
-        return Stats(0, 0, 0, running=running, waiting=0, preemptions=0, prefix_query_tokens=0,
+        looked_up = sum(len(r.prompt_ids) for r in self.admitted)  # every prompt token, as the engine counts
+        return Stats(0, 0, 0, running=running, waiting=0, preemptions=0, prefix_query_tokens=looked_up,
                      prefix_hit_tokens=0, last_batch_tokens=batch)  # fmt: skip
 
 

@@ -270,6 +270,25 @@ def test_the_loop_reports_its_steps_and_where_their_time_went() -> None:
     assert cast(Metric, adapter.metrics.counters["steps"]).value == 2
 
 
+def test_the_engine_counters_go_on_from_what_was_reported_after_a_rebuild() -> None:
+    """A rebuilt engine counts its totals (here the prompt tokens looked up) from zero again."""
+    adapter = make_adapter()
+    looked_up = cast(Metric, adapter.metrics.counters["prefix_query_tokens"])
+    submit(adapter, Request("a", out=5))
+    turn(adapter)
+    adapter.metrics.publish(adapter.engine.stats, force=True)
+    assert looked_up.value == 3
+    engine = adapter.engine
+    assert isinstance(engine, ScriptedEngine)
+    engine.fail_step = RuntimeError("boom")
+    turn(adapter)
+    assert adapter.engine is not engine
+    submit(adapter, Request("b", out=5))
+    turn(adapter)
+    adapter.metrics.publish(adapter.engine.stats, force=True)
+    assert looked_up.value == 6
+
+
 def test_batch_tier_streams_are_coalesced_while_the_batch_is_large() -> None:
     """From `coalesce_from` requests answered in a step, a BATCH-tier stream gets its first token at
     once, then its tokens COALESCE_TOKENS at a time (the last ones with FINAL); interactive streams
