@@ -263,8 +263,7 @@ class GenerationManager:
         live = self.live.get(generation_id)
         if not outcome.already_terminal and live is not None and live.running:
             assert live.task is not None
-            live.cancel_requested_at = intent
-            live.task.cancel()
+            self.live.cancel(live, "CANCELED", intent_at=intent)  # once: a second waits for the first
             await asyncio.wait({live.task}, timeout=30)
         return await self.get(tenant_id, generation_id=generation_id)
 

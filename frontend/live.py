@@ -115,14 +115,15 @@ class LiveRegistry:
 
         live._grace = asyncio.get_running_loop().call_later(self.grace_s, expire)
 
-    def cancel(self, live: LiveGeneration, reason: str) -> None:
-        """Stops a run from inside the gateway (e.g. reason SLOW_CONSUMER); it ends CANCELED with
-        usage sealed and `reason` recorded. No-op once it has ended or is being cancelled already
-        (a second cancellation would land in the first one's clean-up)."""
+    def cancel(self, live: LiveGeneration, reason: str, intent_at: float | None = None) -> None:
+        """Stops a run (a client's cancel, or from inside the gateway, e.g. reason SLOW_CONSUMER); it
+        ends CANCELED with usage sealed and `reason` recorded. No-op once it has ended or is being
+        cancelled already: the first cancellation's reason and time stand. intent_at: the loop time
+        the cancel was asked for (default: now)."""
         if live.running and live.cancel_requested_at is None:
             assert live.task is not None
             live.cancel_reason = reason
-            live.cancel_requested_at = asyncio.get_running_loop().time()
+            live.cancel_requested_at = asyncio.get_running_loop().time() if intent_at is None else intent_at
             live.task.cancel()
 
     def closed(self, live: LiveGeneration) -> None:

@@ -98,6 +98,7 @@ class RunLoop:
     async def run(self, live: LiveGeneration, run: GenerationRun, ticket: Ticket) -> None:
         report_seq = 0
         settling: asyncio.Future[bool] | None = None  # the run ended on its own: sealing it
+        pending: pb.GenerationEvent | None = None  # taken from the worker's events, not yet appended
         obs = live.observer
         assert obs is not None
         run.trace_headers = tuple(obs.dispatching().items())
@@ -105,6 +106,7 @@ class RunLoop:
         try:
             try:
                 async for event in events:
+                    pending = event
                     kind = event.WhichOneof("event")
                     if kind == "delta":
                         if event.delta.token_ids:
@@ -118,12 +120,7 @@ class RunLoop:
                         settling = asyncio.ensure_future(
                             self._settle(live, run, reason, report_seq + 1, recorded=lost)
                         )
-                        try:
-                            if await asyncio.shield(settling):  # its lease lapsed: recorded INTERRUPTED
-                                event = relabelled(event, final=True)
-                        except STORE_AWAY:  # still away after final_usage_wait_s: nothing sealed
-                            log.warning("generation %s: store away at its end", live.generation_id)
-                            event = relabelled(event, final=False)
+                        event = await self._settled(live, settling, event)
                     elif kind == "usage" and not run.ended:  # cumulative, to billing too
                         report_seq += 1
                         self._report(run, report_seq)
@@ -131,6 +128,7 @@ class RunLoop:
                     timeout = self.settings.slow_consumer_timeout_s
                     too_slow = not run.ended and not await live.log.wait_for_room(timeout)
                     live.log.append(event)  # generated already: one over the limits when too slow
+                    pending = None
                     if kind == "delta":
                         obs.delta_appended()
                     elif kind == "finished":
@@ -141,11 +139,14 @@ class RunLoop:
                         self.live.cancel(live, "SLOW_CONSUMER")
                         await asyncio.sleep(0)  # the cancellation lands here
             except (asyncio.CancelledError, CancelRequested):
+                # a further cancel (a client's second CancelGeneration, shutdown) must not cut this short
                 if settling is None:
-                    await events.aclose()  # cancelled while queued or paused: end the worker request
-                    await self._close_cancelled(live, run, report_seq + 1)
+                    await uncancelled(events.aclose())  # cancelled while queued or paused: end the request
+                    if pending is not None:  # generated and counted already: delivered, as it is billed
+                        live.log.append(pending)
+                    await uncancelled(self._close_cancelled(live, run, report_seq + 1))
                 else:  # too late to cancel: its own `finished` follows once it is sealed
-                    await settling
+                    event = await uncancelled(self._settled(live, settling, event))
                     live.log.append(event)
                     live.finished = True
                     obs.finished(event.finished.reason, event.finished.usage)
@@ -164,6 +165,20 @@ class RunLoop:
             obs.refused("RUN_FAILED")  # a no-op when it ended with `finished` or a refusal
             live.log.close()
             self.live.closed(live)
+
+    @staticmethod
+    async def _settled(
+        live: LiveGeneration, settling: asyncio.Future[bool], finished: pb.GenerationEvent
+    ) -> pb.GenerationEvent:
+        """The run's own `finished` once its end is recorded: INTERRUPTED with final usage when its
+        lease had lapsed meanwhile, INTERRUPTED with usage not final when the store stayed away."""
+        try:
+            if await asyncio.shield(settling):  # its lease lapsed: recorded INTERRUPTED
+                return relabelled(finished, final=True)
+        except STORE_AWAY:  # still away after final_usage_wait_s: nothing sealed
+            log.warning("generation %s: store away at its end", live.generation_id)
+            return relabelled(finished, final=False)
+        return finished
 
     async def _assigned(self, live: LiveGeneration, run: GenerationRun) -> None:
         """A worker has room for it: its attempt starts (QUEUED -> RUNNING) and sets the epoch
@@ -262,6 +277,21 @@ class RunLoop:
         except ControlError as e:  # fenced out (a newer attempt, or it ended already): not ours to end
             log.warning("generation %s: terminal update rejected: %s", live.generation_id, e)
         return False
+
+
+async def uncancelled(step: Awaitable[T]) -> T:
+    """Awaits `step` to its end even while the task is cancelled again meanwhile: a run's clean-up
+    after its first cancellation (further ones are absorbed)."""
+    future = asyncio.ensure_future(step)
+    while True:
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            if future.cancelled():
+                raise
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
 
 
 def relabelled(finished: pb.GenerationEvent, *, final: bool) -> pb.GenerationEvent:
