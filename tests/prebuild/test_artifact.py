@@ -5,13 +5,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from engine.artifact import ArtifactIntegrityError, derive_version, read_manifest, sha256_file, verify
 from engine.weights import quantization_scheme
-from prebuild.artifact import ensure_quantized, file_sizes, find_existing
+from prebuild.artifact import ROOT, ensure_quantized, file_sizes, find_existing
 
 
 def copy_artifact(src: Path, dst: Path) -> Path:
@@ -132,3 +134,37 @@ def test_an_int8_version_of_the_older_layout_is_built_again_not_reused(
     assert find_existing("smollm2-135m", models.parent, "int8") == current
     assert ensure_quantized(current, "int8", models.parent) == current
     assert quantization_scheme(current) == "int8"
+
+
+def test_a_version_is_built_in_a_child_that_keeps_torch_out_of_the_caller(
+    artifact_dir: Path, tmp_path: Path
+) -> None:
+    """The platform builds a configured quantized version at its first start, in its long-lived
+    frontend process: the conversion runs in a child Python, so torch and the conversion's memory
+    never enter the caller. Checked from a fresh interpreter, which has not imported torch."""
+    models = tmp_path / "models"
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from prebuild.artifact import ensure_quantized\n"
+        f"print(ensure_quantized(Path({str(artifact_dir)!r}), 'int8', Path({str(models)!r})))\n"
+        "print('torch' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    built = Path(out[0])
+    assert out[1] == "False"
+    assert verify(built).quantization == "int8"
+    assert verify(built).source["quantized_from"] == verify(artifact_dir).version_id
+    assert list((models / "smollm2-135m").iterdir()) == [built]  # no staging folder left
+    assert ensure_quantized(artifact_dir, "int8", models) == built  # found, not built again
+
+
+def test_a_build_that_fails_in_its_child_raises_and_leaves_nothing(
+    artifact_dir: Path, tmp_path: Path
+) -> None:
+    models = tmp_path / "models"
+    with pytest.raises(RuntimeError, match=r"building a version of smollm2-135m failed \(exit 1"):
+        ensure_quantized(artifact_dir, "int3", models)
+    assert list((models / "smollm2-135m").iterdir()) == []
