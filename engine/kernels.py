@@ -27,7 +27,8 @@ def load(path: Path) -> str:
     `LLM_KERNELS_AMX_MIN_ROWS`, `LLM_KERNELS_BF16_MIN_ROWS` and `LLM_KERNELS_FMA_MIN_ROWS`
     (environment) set the rows from which int4 matmuls take the AMX path (engine/csrc/amx.h), the
     AVX-512 BF16 one (engine/csrc/bf16dot.h) or the AVX2 FMA one (engine/csrc/fma.h); a huge value
-    turns it off: for side-by-side measurements."""
+    turns it off. `LLM_KERNELS_AMX_ATTENTION=0` keeps a bf16 cache's attention scores off AMX tiles
+    (engine/csrc/attention_amx.h). For side-by-side measurements."""
     global _loaded
     with _lock:
         if _loaded is None:
@@ -41,6 +42,8 @@ def load(path: Path) -> str:
                 rows = os.environ.get(name)
                 if rows:
                     setter(int(rows))
+            if os.environ.get("LLM_KERNELS_AMX_ATTENTION") == "0":
+                torch.ops.llm.set_amx_attention(False)
         elif _loaded != path:
             raise ValueError(f"kernels already loaded from {_loaded}, not {path}")
     return isa()

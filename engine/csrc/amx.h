@@ -22,6 +22,9 @@ void set_amx_min_rows(int64_t rows);
 // Built with AMX, and the kernel let this process use the tiles (asked once, on first use).
 bool amx_usable();
 
+// Loads the tile configuration every AMX path here uses: all 8 tiles 16 rows of 64 bytes.
+void tiles_16x64();
+
 // y [m, n] = x [m, k] @ W^T, W the q4 tiles `packed` (quant_linear.cpp); needs amx_usable().
 void q4_linear_amx(const float* x, int64_t m, int64_t k, const uint8_t* packed, int64_t n, float* y);
 

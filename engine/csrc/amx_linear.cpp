@@ -60,7 +60,10 @@ void load_tile_config() {
     cfg.colsb[t] = 64;
     cfg.rows[t] = 16;
   }
-  _tile_loadconfig(&cfg);
+  // ldtilecfg as asm that names cfg as its memory input: GCC 12's _tile_loadconfig does not tell the
+  // optimizer it reads cfg, and once this function stood alone (tiles_16x64) the stores of colsb and
+  // rows were dropped as dead, ldtilecfg read garbage and faulted.
+  asm volatile("ldtilecfg %0" : : "m"(cfg));
 }
 
 // C tile t -> y rows [r0, r0 + 16) x columns [c0, c0 + 16), clipped to m x n. (The tile intrinsics
@@ -191,6 +194,8 @@ bool request_amx() { return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeature
 
 }  // namespace
 
+void tiles_16x64() { load_tile_config(); }
+
 bool amx_usable() {
   static const bool granted = request_amx();  // once per process; every thread then may use tiles
   return granted;
@@ -271,6 +276,7 @@ void q4_gate_up_silu_amx(const float* x, int64_t m, int64_t k, const uint8_t* pa
 #else
 
 bool amx_usable() { return false; }
+void tiles_16x64() {}
 
 void q4_linear_amx(const float*, int64_t, int64_t, const uint8_t*, int64_t, float*) {
   TORCH_CHECK(false, "this build of the kernels has no AMX path");

@@ -1,15 +1,18 @@
-// Rotary embedding with the paged KV write, and decode attention that reads keys and values
-// through each sequence's block table in place (no gathered copy of its context).
+// Decode attention that reads keys and values through each sequence's block table in place (no
+// gathered copy of its context); rope_store.cpp writes them.
 //
 //   k_cache, v_cache  [num_blocks, block_size, Hkv, D]   (one layer's; float32 or bfloat16)
 //   position p of a sequence lives in block table[p / block_size], slot p % block_size
 //   query head h reads kv head h / (Hq / Hkv)   (grouped-query attention, Hugging Face's repeat_kv)
+#include "attention_amx.h"
 #include "attention_bf16.h"
 #include "attention_rows.h"
 #include "common.h"
+#include "ops.h"
 #include "pool.h"
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -26,40 +29,11 @@ inline float to_f(T v) {
 template <typename T>
 constexpr bool kBf16Dots = LLM_BF16 && std::is_same_v<T, at::BFloat16>;
 
+std::atomic<bool> amx_scores{true};  // set_amx_attention
+
 template <typename T>
 inline const uint16_t* raw(const T* p) {
   return reinterpret_cast<const uint16_t*>(p);
-}
-
-template <typename T>
-void rope_store_impl(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& ssin, at::Tensor& kc,
-                     at::Tensor& vc, const at::Tensor& slots, int64_t hq, int64_t hkv, at::Tensor& q) {
-  const int64_t t = qkv.size(0), d = cos.size(1), half = d / 2, width = qkv.size(1);
-  const float *src = qkv.data_ptr<float>(), *c = cos.data_ptr<float>(), *s = ssin.data_ptr<float>();
-  const int64_t* slot = slots.data_ptr<int64_t>();
-  T *kp = kc.data_ptr<T>(), *vp = vc.data_ptr<T>();
-  float* qp = q.data_ptr<float>();
-  // tokens in chunks of the pool (each writes only its own slots): a decode step's few run inline
-  Pool::get().for_each(t, 32, [&](int64_t begin, int64_t end) {
-  for (int64_t i = begin; i < end; ++i) {
-    const float *row = src + i * width, *ci = c + i * d, *si = s + i * d;
-    // x * cos + roll(x, D/2) * signed_sin, head by head: q heads, then k heads
-    float rotated[512];  // one head: D <= 512 (checked)
-    for (int64_t h = 0; h < hq + hkv; ++h) {
-      const float* x = row + h * d;
-      float* dst = h < hq ? qp + (i * hq + h) * d : rotated;
-      for (int64_t j = 0; j < half; ++j) dst[j] = x[j] * ci[j] + x[j + half] * si[j];  // (vectorized)
-      for (int64_t j = half; j < d; ++j) dst[j] = x[j] * ci[j] + x[j - half] * si[j];
-      if (h >= hq) {
-        T* kd = kp + (slot[i] * hkv + (h - hq)) * d;
-        for (int64_t j = 0; j < d; ++j) kd[j] = static_cast<T>(rotated[j]);
-      }
-    }
-    const float* v = row + (hq + hkv) * d;
-    T* vd = vp + slot[i] * hkv * d;
-    for (int64_t j = 0; j < hkv * d; ++j) vd[j] = static_cast<T>(v[j]);
-  }
-  });
 }
 
 // Each of a group's heads' scores (head g's at sc + g * ld, `ctx` of them) into softmax weights.
@@ -154,10 +128,12 @@ void attend_row(const Shape& s, const float* qs, const T* kp, const T* vp, const
 
 #if LLM_AVX512
 // Rows first .. first + n that share one block table (see the units in decode_impl): their scores
-// blocked (attention_rows.h), then each row's softmax and values as attend_row makes them.
+// blocked (attention_rows.h), then each row's softmax and values as attend_row makes them; or, with
+// `amx`, the scores and values of all the rows on AMX tiles (attention_amx.h).
 template <typename T>
 void attend_rows(const Shape& s, const float* qp, const T* kp, const T* vp, const int64_t* table,
-                 const int64_t* ctxs, int64_t first, int64_t n, int64_t kvh, float* op, AlignedVector<float>& scores) {
+                 const int64_t* ctxs, int64_t first, int64_t n, int64_t kvh, float* op, AlignedVector<float>& scores,
+                 bool amx) {
   const int64_t g = s.groupsz, d = s.d;
   int64_t most = 0;
   for (int64_t r = 0; r < n; ++r) most = std::max(most, ctxs[r]);
@@ -165,11 +141,23 @@ void attend_rows(const Shape& s, const float* qp, const T* kp, const T* vp, cons
   scores.resize(n * g * ld);
   const float* q0 = qp + (first * s.hq + kvh * g) * d;
 #if LLM_BF16
-  if constexpr (kBf16Dots<T>)
-    attn::scores_rows_bf16(g, q0, s.hq * d, n, ctxs, raw(kp), table, s.bs, s.hkv, kvh, s.scale, scores.data(), ld);
-  else
+  if constexpr (kBf16Dots<T>) {
+#if LLM_AMX
+    if (amx) attn::scores_rows_amx(g, q0, s.hq * d, n, ctxs, raw(kp), raw(vp), table, s.bs, s.hkv, kvh, s.scale, scores.data(), ld);
+    else
+#endif
+      attn::scores_rows_bf16(g, q0, s.hq * d, n, ctxs, raw(kp), table, s.bs, s.hkv, kvh, s.scale, scores.data(), ld);
+  } else
 #endif
     attn::scores_rows(g, q0, s.hq * d, n, ctxs, kp, table, s.bs, s.hkv, kvh, s.scale, scores.data(), ld);
+#if LLM_AMX && LLM_BF16
+  if constexpr (kBf16Dots<T>)
+    if (amx) {
+      for (int64_t r = 0; r < n; ++r) softmax_heads(scores.data() + r * g * ld, ld, ctxs[r], g);
+      float* os = op + (first * s.hq + kvh * g) * d;
+      return attn::values_rows_amx(g, scores.data(), ld, n, ctxs, raw(vp), table, s.bs, s.hkv, kvh, os, s.hq * d);
+    }
+#endif
   for (int64_t r = 0; r < n; ++r) {
     float* sc = scores.data() + r * g * ld;
     float* os = op + ((first + r) * s.hq + kvh * g) * d;
@@ -228,6 +216,8 @@ void decode_impl(const at::Tensor& q, const at::Tensor& kc, const at::Tensor& vc
   const int64_t *tab = tables.data_ptr<int64_t>(), *len = lens.data_ptr<int64_t>();
   float* op = out.data_ptr<float>();
   const bool blocked = LLM_AVX512 && d == 64 && s.groupsz <= 4 && s.bs % 16 == 0;
+  // A bf16 cache's scores on AMX tiles: every row then goes through attend_rows, one row a unit or more
+  const bool amx = kBf16Dots<T> && blocked && amx_attention();
   const std::vector<Unit> units = work_units(tab, len, b, width, s.bs, blocked);
   const int64_t n = static_cast<int64_t>(units.size());
   // From 4 units on, a chunk is one unit's kv heads: their rows interleave in each block, so the
@@ -237,49 +227,31 @@ void decode_impl(const at::Tensor& q, const at::Tensor& kc, const at::Tensor& vc
   // have work.
   Pool::get().for_each(n * hkv, n >= 4 ? hkv : 1, [&](int64_t begin, int64_t end) {
     AlignedVector<float> scores;
+    if (amx) tiles_16x64();
     for (int64_t task = begin; task < end; ++task) {
       const Unit u = units[task / hkv];
       const int64_t kvh = task % hkv;
 #if LLM_AVX512
-      if (u.rows > 1) {
-        attend_rows(s, qp, kp, vp, tab + u.first * width, len + u.first, u.first, u.rows, kvh, op, scores);
+      if (u.rows > 1 || amx) {
+        attend_rows(s, qp, kp, vp, tab + u.first * width, len + u.first, u.first, u.rows, kvh, op, scores, amx);
         continue;
       }
 #endif
       const int64_t off = (u.first * hq + kvh * s.groupsz) * d;  // the group's query heads, [groupsz, D]
       attend_row(s, qp + off, kp, vp, tab + u.first * width, kvh, len[u.first], op + off, scores);
     }
+#if LLM_AMX
+    if (amx) _tile_release();
+#endif
   });
-}
-
-void check_cache(const at::Tensor& kc, const at::Tensor& vc) {
-  TORCH_CHECK(kc.dim() == 4 && kc.is_contiguous() && vc.is_contiguous() && kc.sizes() == vc.sizes() &&
-                  kc.scalar_type() == vc.scalar_type() &&
-                  (kc.scalar_type() == at::kFloat || kc.scalar_type() == at::kBFloat16),
-              "k/v caches must be contiguous [blocks, block_size, Hkv, D] float32 or bfloat16 tensors");
 }
 
 }  // namespace
 
-at::Tensor rope_store(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& ssin, at::Tensor& kc,
-                      at::Tensor& vc, const at::Tensor& slots, int64_t hq, int64_t hkv) {
-  check_f32_2d(qkv, "qkv");
-  check_f32_2d(cos, "cos");
-  check_f32_2d(ssin, "signed_sin");
-  check_cache(kc, vc);
-  const int64_t t = qkv.size(0), d = cos.size(1);
-  TORCH_CHECK(cos.size(0) == t && ssin.sizes() == cos.sizes() && qkv.size(1) == (hq + 2 * hkv) * d &&
-                  kc.size(2) == hkv && kc.size(3) == d && d % 2 == 0 && d <= 512,
-              "rope_store: shapes do not agree");
-  TORCH_CHECK(slots.dim() == 1 && slots.size(0) == t && slots.scalar_type() == at::kLong && slots.is_contiguous(),
-              "slots must be a contiguous int64 vector, one per token");
-  at::Tensor q = at::empty({t, hq, d}, qkv.options());
-  if (kc.scalar_type() == at::kFloat) rope_store_impl<float>(qkv, cos, ssin, kc, vc, slots, hq, hkv, q);
-  else rope_store_impl<at::BFloat16>(qkv, cos, ssin, kc, vc, slots, hq, hkv, q);
-  return q;
-}
-
 bool attention_bf16_dots() { return LLM_BF16; }
+
+bool amx_attention() { return LLM_AMX && LLM_BF16 && amx_scores.load(std::memory_order_relaxed) && amx_usable(); }
+void set_amx_attention(bool on) { amx_scores.store(on, std::memory_order_relaxed); }
 
 at::Tensor paged_decode_attention(const at::Tensor& q, const at::Tensor& kc, const at::Tensor& vc,
                                   const at::Tensor& tables, const at::Tensor& lens) {

@@ -102,6 +102,15 @@ struct Bf16Leaves {  // leaf J: each head's pairs J and 16 + J, high parts then 
   }
 };
 
+// kt [32][W] pairs of W keys `stride` elements apart (one kv head's rows of a block), from k.
+inline void transpose_key_pairs(const uint16_t* k, int64_t stride, uint32_t* kt) {
+  for (int h = 0; h < 2; ++h) {  // pairs 16h .. 16h + 15
+    __m512 r[16];
+    for (int p = 0; p < 16; ++p) r[p] = _mm512_castsi512_ps(load_row(k + p * stride + 32 * h));
+    transpose16(r, reinterpret_cast<float*>(kt + 16 * h * simd::W));
+  }
+}
+
 // The blocked path: scores_rows_d64 (attention_rows.h) on dot products.
 template <int G>
 void scores_rows_d64_bf16(const float* q0, int64_t qstride, int64_t n, const int64_t* ctxs, const uint16_t* kp,
@@ -117,12 +126,7 @@ void scores_rows_d64_bf16(const float* q0, int64_t qstride, int64_t n, const int
   }
   alignas(64) uint32_t kt[32 * simd::W];
   for (int64_t p0 = 0; p0 < most; p0 += simd::W) {
-    const uint16_t* k = kp + ((table[p0 / bs] * bs + p0 % bs) * hkv + kvh) * D64;
-    for (int h = 0; h < 2; ++h) {  // pairs 16h .. 16h + 15
-      __m512 r[16];
-      for (int p = 0; p < 16; ++p) r[p] = _mm512_castsi512_ps(load_row(k + p * hkv * D64 + 32 * h));
-      transpose16(r, reinterpret_cast<float*>(kt + 16 * h * simd::W));
-    }
+    transpose_key_pairs(kp + ((table[p0 / bs] * bs + p0 % bs) * hkv + kvh) * D64, hkv * D64, kt);
     for (int64_t r = 0; r < n; ++r) {
       if (ctxs[r] <= p0) continue;
       const Lanes<G> s = node<G, 0, 1>(Bf16Leaves<G>{qp.data() + r * G * 64, kt});

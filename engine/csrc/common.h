@@ -70,6 +70,15 @@ struct LineAligned {
 template <typename T>
 using AlignedVector = std::vector<T, LineAligned<T>>;
 
+// One layer's KV cache pair: [blocks, block_size, Hkv, D], float32 or bfloat16, as attention and
+// rope_store read and write it.
+inline void check_cache(const at::Tensor& kc, const at::Tensor& vc) {
+  TORCH_CHECK(kc.dim() == 4 && kc.is_contiguous() && vc.is_contiguous() && kc.sizes() == vc.sizes() &&
+                  kc.scalar_type() == vc.scalar_type() &&
+                  (kc.scalar_type() == at::kFloat || kc.scalar_type() == at::kBFloat16),
+              "k/v caches must be contiguous [blocks, block_size, Hkv, D] float32 or bfloat16 tensors");
+}
+
 inline void check_f32_2d(const at::Tensor& t, const char* name) {
   TORCH_CHECK(t.dim() == 2 && t.scalar_type() == at::kFloat && t.is_contiguous(), name,
               " must be a contiguous 2-d float32 tensor");

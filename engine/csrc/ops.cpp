@@ -117,6 +117,8 @@ TORCH_LIBRARY(llm, m) {
       "Tensor slots, int num_heads, int num_kv_heads) -> Tensor");
   m.def("paged_decode_attention(Tensor q, Tensor k_cache, Tensor v_cache, Tensor tables, Tensor lens) -> Tensor");
   m.def("attention_bf16_dots() -> bool", &llm::attention_bf16_dots);
+  m.def("amx_attention() -> bool", &llm::amx_attention);
+  m.def("set_amx_attention(bool on) -> ()", &llm::set_amx_attention);
   m.def("argmax_usable(Tensor logits) -> (Tensor, Tensor)");
   m.def("topk_indices(Tensor logits, int k) -> Tensor");
 }

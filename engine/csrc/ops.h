@@ -20,6 +20,9 @@ at::Tensor rope_store(const at::Tensor& qkv, const at::Tensor& cos, const at::Te
 at::Tensor paged_decode_attention(const at::Tensor& q, const at::Tensor& kc, const at::Tensor& vc,
                                   const at::Tensor& tables, const at::Tensor& lens);
 bool attention_bf16_dots();  // a bf16 cache's attention runs on AVX-512 BF16 dot products (attention_bf16.h)
+// A bf16 cache's attention scores run on AMX tiles (attention_amx.h); settable for measurements.
+bool amx_attention();
+void set_amx_attention(bool on);
 std::tuple<at::Tensor, at::Tensor> argmax_usable(const at::Tensor& logits);
 at::Tensor topk_indices(const at::Tensor& logits, int64_t k);
 }  // namespace llm

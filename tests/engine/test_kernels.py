@@ -246,6 +246,35 @@ def test_rows_reading_the_same_blocks_get_the_bits_each_row_gets_alone(
         assert torch.equal(out[r], alone[0]), f"row {r}"
 
 
+def test_a_bf16_caches_attention_runs_on_amx_tiles_where_the_library_has_them() -> None:
+    """Where the kernels run int4 on AMX tiles, a bf16 cache's attention does too (both passes,
+    engine/csrc/attention_amx.h); turned off for a measurement, the vector path gives the same
+    attention within the bf16 tolerance: rows crossing 32-position chunks and 16-position blocks, a
+    chunk longer than a tile's rows, decoding rows of other tables between."""
+    assert ops.amx_attention() == kernels.isa().endswith("+amx")
+    gen = torch.Generator().manual_seed(7)
+    bs, hq, hkv = 16, 9, 3
+    kc, vc = (torch.randn(40, bs, hkv, 64, generator=gen).to(torch.bfloat16) for _ in "kv")
+    chunk = torch.randperm(40, generator=gen)[:12]
+    other = torch.tensor([3, 11, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0])
+    lens = torch.tensor([33, *range(38, 78), 47, 1, 190])
+    tables = torch.stack([other, *[chunk] * 40, other, chunk, chunk])
+    q = torch.randn(len(lens), hq, 64, generator=gen)
+    on = ops.paged_decode_attention(q, kc, vc, tables, lens)
+    ops.set_amx_attention(False)
+    try:
+        assert not ops.amx_attention()
+        off = ops.paged_decode_attention(q, kc, vc, tables, lens)
+    finally:
+        ops.set_amx_attention(True)
+    torch.testing.assert_close(on, off, rtol=1e-5, atol=1e-4)
+    for r in range(len(lens)):
+        seen = int(lens[r])
+        keys = kc[tables[r]].reshape(-1, hkv, 64)[:seen].float().transpose(0, 1)
+        vals = vc[tables[r]].reshape(-1, hkv, 64)[:seen].float().transpose(0, 1)
+        assert_attention(on[r], q[r], keys, vals, torch.bfloat16)
+
+
 def test_paged_decode_attention_refuses_a_context_longer_than_its_table() -> None:
     kc, vc = cache_pair(4, 4, 1, 16, torch.float32)
     q, table = torch.randn(1, 2, 16), torch.tensor([[0, 1]])
