@@ -2,9 +2,10 @@
 machine, so a warm start skips the ~10 s of timed probe steps.
 
 A cost belongs to what shapes a step's time: the model version, its dtypes, the kernels' build (its
-path names the build key: sources, compiler, CPU flags), the engine's own Python sources (how a step
-runs them), the thread counts, the CPU model and count, and the probe shapes themselves. Each such
-key is one JSON file in the cache folder, written atomically. Delete the folder to measure again.
+path names the build key: sources, compiler, CPU flags; and its `LLM_KERNELS_*` path switches), the
+engine's own Python sources (how a step runs them), the thread counts, the CPU model and count, and
+the probe shapes themselves. Each such key is one JSON file in the cache folder, written
+atomically. Delete the folder to measure again.
 
 A cost measured while the host was busy (other versions loading, tests running beside it) would
 size every step after it too small, for as long as it is cached: on 2 Zen 3 cores the cached
@@ -79,6 +80,8 @@ def cache_key(
         "dtype": dtype,
         "kv_dtype": kv_dtype,
         "kernels": kernels_library,
+        # the kernels' path switches (engine/kernels.py `load`): another path, another cost
+        "kernel_settings": {k: v for k, v in sorted(os.environ.items()) if k.startswith("LLM_KERNELS_")},
         "engine": engine_sources(),
         "threads": [torch_threads, kernel_threads],
         "cpu": [cpu_model(), os.cpu_count()],

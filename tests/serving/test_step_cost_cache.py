@@ -48,6 +48,20 @@ def test_an_edit_of_the_engines_sources_changes_the_key(tmp_path: Path, monkeypa
     assert cache.cache_key(*KEY_ARGS) != base
 
 
+def test_a_kernel_path_switch_changes_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`LLM_KERNELS_AMX_ATTENTION=0` and the like pick another kernel path in the same library: a cost
+    measured on one path would size the other's steps (a bf16 cache's prefill attention takes about
+    2.3x as long off AMX tiles, engine/csrc/attention_amx.h)."""
+    monkeypatch.delenv("LLM_KERNELS_AMX_ATTENTION", raising=False)
+    base = cache.cache_key(*KEY_ARGS)
+    monkeypatch.setenv("LLM_KERNELS_AMX_ATTENTION", "0")
+    assert cache.cache_key(*KEY_ARGS) != base
+    monkeypatch.setenv("OTHER_SETTING", "1")
+    off = cache.cache_key(*KEY_ARGS)
+    monkeypatch.delenv("OTHER_SETTING")
+    assert cache.cache_key(*KEY_ARGS) == off
+
+
 def test_a_damaged_or_negative_entry_is_a_miss(tmp_path: Path) -> None:
     key = cache.cache_key(*KEY_ARGS)
     (tmp_path / f"{key}.json").write_text("{not json")
