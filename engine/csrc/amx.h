@@ -25,6 +25,11 @@ bool amx_usable();
 // Loads the tile configuration every AMX path here uses: all 8 tiles 16 rows of 64 bytes.
 void tiles_16x64();
 
+// A compiler barrier before tile loads of memory just written: GCC 12's _tile_loadd does not tell the
+// optimizer it reads memory, so stores seen by nothing else could be dropped as dead (they survive
+// today only because a _tile_stored, which does, follows them).
+inline void tiles_read_memory() { asm volatile("" ::: "memory"); }
+
 // y [m, n] = x [m, k] @ W^T, W the q4 tiles `packed` (quant_linear.cpp); needs amx_usable().
 void q4_linear_amx(const float* x, int64_t m, int64_t k, const uint8_t* packed, int64_t n, float* y);
 

@@ -157,6 +157,7 @@ void run_pairs(const Job& j, int64_t begin, int64_t end) {
       _tile_zero(1);
       _tile_zero(2);
       _tile_zero(3);
+      tiles_read_memory();  // x's bf16 rows and this pair's dequantized tiles
       for (int64_t g = 0; g < groups; ++g) {
         const uint16_t* b = bbuf + g * 2 * 512;
         const uint16_t* a = j.x + m0 * j.k + g * kGroup;

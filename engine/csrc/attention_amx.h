@@ -60,6 +60,7 @@ void scores_rows_amx(const float* q0, int64_t qstride, int64_t n, const int64_t*
       prefetch_row<uint16_t, _MM_HINT_T1>(reinterpret_cast<const char*>(at(vp, p0 + p)));
     }
     transpose_key_pairs(at(kp, p0), hkv * D64, kt);
+    tiles_read_memory();  // kt, and qa on the first pass
     _tile_loadd(2, kt, 64);
     _tile_loadd(3, kt + 16 * simd::W, 64);
     for (int64_t t = 0; t < tiles; ++t) {
@@ -128,7 +129,9 @@ void values_rows_amx(const float* scores, int64_t ld, int64_t n, const int64_t* 
     for (int64_t t = r * kPer / 16; t <= ((r + 1) * kPer - 1) / 16; ++t) reach[t] = std::max(reach[t], ctxs[r]);
   }
   vb.resize(chunks * 4 * 16 * 16);
-  const __m512i none = _mm512_setzero_si512();
+  const __m512i none = _mm512_setzero_si512(), exponent = _mm512_set1_epi16(0x7F80);
+  const int64_t least = *std::min_element(ctxs, ctxs + n);
+  __mmask32 non_finite = 0;  // a value past some row's context is Inf or NaN
   for (int64_t c = 0; c < chunks; ++c)
     for (int64_t k = 0; k < 16; ++k) {
       const int64_t p = 32 * c + 2 * k;
@@ -136,12 +139,24 @@ void values_rows_amx(const float* scores, int64_t ld, int64_t n, const int64_t* 
       const bool a = p < most, b = p + 1 < most;
       const __m512i a0 = a ? load_row(row(p)) : none, a1 = a ? load_row(row(p) + 32) : none;
       const __m512i b0 = b ? load_row(row(p + 1)) : none, b1 = b ? load_row(row(p + 1) + 32) : none;
+      if (p + 1 >= least && n > 1)
+        for (const __m512i x : {a0, a1, b0, b1})
+          non_finite |= _mm512_cmpeq_epi16_mask(_mm512_and_si512(x, exponent), exponent);
       uint32_t* out = vb.data() + (c * 4 * 16 + k) * 16;
       _mm512_store_si512(out, _mm512_unpacklo_epi16(a0, b0));
       _mm512_store_si512(out + 256, _mm512_unpackhi_epi16(a0, b0));
       _mm512_store_si512(out + 512, _mm512_unpacklo_epi16(a1, b1));
       _mm512_store_si512(out + 768, _mm512_unpackhi_epi16(a1, b1));
     }
+  // A row's zero weights meet the other rows' values, and 0 x Inf is NaN: where such a value exists
+  // (a model whose activations overflowed), each row is made alone, as a decoding row is, so it
+  // gets its own bits and no earlier row of a chunk is poisoned by a later one.
+  if (non_finite) {
+    for (int64_t r = 0; r < n; ++r)
+      values_rows_amx<G>(scores + r * G * ld, ld, 1, ctxs + r, vp, table, bs, hkv, kvh, os + r * ostride, ostride);
+    return;
+  }
+  tiles_read_memory();  // wa and vb
   // C tile j's lane 4L + m is dim 8L + m of dims 32h .. (j = 2h) or 8L + 4 + m (j = 2h + 1), m < 4
   const __m512i first = _mm512_set_epi32(23, 22, 21, 20, 7, 6, 5, 4, 19, 18, 17, 16, 3, 2, 1, 0);
   const __m512i second = _mm512_set_epi32(31, 30, 29, 28, 15, 14, 13, 12, 27, 26, 25, 24, 11, 10, 9, 8);

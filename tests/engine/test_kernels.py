@@ -275,6 +275,28 @@ def test_a_bf16_caches_attention_runs_on_amx_tiles_where_the_library_has_them() 
         assert_attention(on[r], q[r], keys, vals, torch.bfloat16)
 
 
+@pytest.mark.parametrize("bad", [float("inf"), float("nan")])
+def test_a_non_finite_value_reaches_only_the_rows_that_attend_to_it(bad: float) -> None:
+    """A value gone Inf or NaN (a model whose activations overflowed) poisons the rows that attend to
+    it, and no earlier row of the same prefill chunk: on AMX tiles a chunk's rows share their value
+    tiles, where a zero weight times Inf would be NaN. Every row still gets its bits alone."""
+    gen = torch.Generator().manual_seed(11)
+    bs, hq, hkv = 16, 9, 3
+    kc, vc = (torch.randn(8, bs, hkv, 64, generator=gen).to(torch.bfloat16) for _ in "kv")
+    chunk = torch.tensor([5, 2, 7])
+    vc[2, 7, 0, 5] = bad  # position 16 + 7 = 23, kv head 0
+    lens = torch.tensor(list(range(17, 41)))  # a chunk's rows: positions 16 .. 39
+    tables = chunk.repeat(len(lens), 1)
+    q = torch.randn(len(lens), hq, 64, generator=gen)
+    out = ops.paged_decode_attention(q, kc, vc, tables, lens)
+    for r in range(len(lens)):
+        alone = ops.paged_decode_attention(q[r : r + 1], kc, vc, tables[r : r + 1], lens[r : r + 1])[0]
+        torch.testing.assert_close(out[r], alone, rtol=0, atol=0, equal_nan=True)
+        sees = int(lens[r]) > 23
+        assert out[r, :3].isfinite().all() != sees, f"row {r}"  # kv head 0's query heads
+        assert out[r, 3:].isfinite().all(), f"row {r}"
+
+
 def test_paged_decode_attention_refuses_a_context_longer_than_its_table() -> None:
     kc, vc = cache_pair(4, 4, 1, 16, torch.float32)
     q, table = torch.randn(1, 2, 16), torch.tensor([[0, 1]])
