@@ -23,6 +23,16 @@
 namespace llm {
 namespace attn {
 
+// The longest context among each tile's rows (16 tile rows, `per` of them a query row): the
+// positions a tile's products must cover. Reused by each thread's next call.
+inline const std::vector<int64_t>& tile_reach(int64_t n, int64_t per, const int64_t* ctxs) {
+  thread_local std::vector<int64_t> reach;
+  reach.assign((n * per + 15) / 16, 0);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t t = r * per / 16; t <= ((r + 1) * per - 1) / 16; ++t) reach[t] = std::max(reach[t], ctxs[r]);
+  return reach;
+}
+
 // scores[(r * G + g) * ld + p] for rows r < n (query group q0 + r * qstride, context ctxs[r]) and
 // positions p < ctxs[r], of one kv head, as scores_rows_d64_bf16 lays them out. Positions from
 // ctxs[r] to the next multiple of W get values that mean nothing. Needs bs % W == 0 and the tile
@@ -34,9 +44,7 @@ void scores_rows_amx(const float* q0, int64_t qstride, int64_t n, const int64_t*
   constexpr int64_t kPer = 2 * G;  // tile rows a query row: each head's high part, then its low part
   const int64_t rows = n * kPer, tiles = (rows + 15) / 16;
   thread_local AlignedVector<uint32_t> qa;  // [2 dim halves][tiles * 16 rows][16 pairs]
-  thread_local std::vector<int64_t> reach;  // the longest context among each tile's rows
   qa.assign(2 * tiles * 16 * 16, 0u);
-  reach.assign(tiles, 0);
   for (int64_t r = 0; r < n; ++r) {
     __m512i qb[4 * G];
     split_queries<G>(q0 + r * qstride, scale, qb);
@@ -44,8 +52,8 @@ void scores_rows_amx(const float* q0, int64_t qstride, int64_t n, const int64_t*
       for (int part = 0; part < 2; ++part)
         for (int h = 0; h < 2; ++h)
           _mm512_store_si512(qa.data() + (h * tiles * 16 + r * kPer + 2 * g + part) * 16, qb[4 * g + 2 * part + h]);
-    for (int64_t t = r * kPer / 16; t <= ((r + 1) * kPer - 1) / 16; ++t) reach[t] = std::max(reach[t], ctxs[r]);
   }
+  const std::vector<int64_t>& reach = tile_reach(n, kPer, ctxs);
   const int64_t most = *std::max_element(reach.begin(), reach.end());
   alignas(64) uint32_t kt[32 * simd::W];
   alignas(64) float c[16 * 16];
@@ -108,9 +116,7 @@ void values_rows_amx(const float* scores, int64_t ld, int64_t n, const int64_t* 
   const int64_t most = *std::max_element(ctxs, ctxs + n), chunks = (most + 31) / 32, pairs = chunks * 16;
   thread_local AlignedVector<uint32_t> wa;  // [tiles * 16 rows][pairs]
   thread_local AlignedVector<uint32_t> vb;  // [chunks][4 dim groups][16 position pairs][16 dims]
-  thread_local std::vector<int64_t> reach;
   wa.assign(tiles * 16 * pairs, 0u);
-  reach.assign(tiles, 0);
   for (int64_t r = 0; r < n; ++r) {
     for (int g = 0; g < G; ++g) {
       const float* w = scores + (r * G + g) * ld;
@@ -126,7 +132,6 @@ void values_rows_amx(const float* scores, int64_t ld, int64_t n, const int64_t* 
         _mm512_storeu_si512(high + pairs + p / 2, lo);
       }
     }
-    for (int64_t t = r * kPer / 16; t <= ((r + 1) * kPer - 1) / 16; ++t) reach[t] = std::max(reach[t], ctxs[r]);
   }
   vb.resize(chunks * 4 * 16 * 16);
   const __m512i none = _mm512_setzero_si512(), exponent = _mm512_set1_epi16(0x7F80);
@@ -156,6 +161,7 @@ void values_rows_amx(const float* scores, int64_t ld, int64_t n, const int64_t* 
       values_rows_amx<G>(scores + r * G * ld, ld, 1, ctxs + r, vp, table, bs, hkv, kvh, os + r * ostride, ostride);
     return;
   }
+  const std::vector<int64_t>& reach = tile_reach(n, kPer, ctxs);  // after the fallback: its calls reuse it
   tiles_read_memory();  // wa and vb
   // C tile j's lane 4L + m is dim 8L + m of dims 32h .. (j = 2h) or 8L + 4 + m (j = 2h + 1), m < 4
   const __m512i first = _mm512_set_epi32(23, 22, 21, 20, 7, 6, 5, 4, 19, 18, 17, 16, 3, 2, 1, 0);
