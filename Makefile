@@ -55,8 +55,14 @@ lint: $(VENV)/.test-deps llm/v1/.generated $(VENV)/.sdk-python
 	$(VENV)/bin/lint-imports --no-logo  # the layering contracts in pyproject.toml
 
 typecheck: $(VENV)/.test-deps llm/v1/.generated $(VENV)/.sdk-python
-	$(PY) -m mypy contracts engine frontend serving prebuild triton_models datastore control billing lifecycle bench tests
+	$(PY) -m mypy contracts artifacts config engine worker frontend serving llmctl prebuild triton_models datastore control \
+	  billing lifecycle bench tests
 	MYPYPATH=clients/python/src $(PY) -m mypy -p llm_platform  # the SDK's sources, not the installed copy
+
+# docs/configuration.md from the settings' definitions (config/settings.py); a test keeps it current.
+.PHONY: docs
+docs: $(VENV)/.serve-deps
+	$(PY) -m config.reference
 
 unit: setup-test
 	$(PY) -m pytest -q -p no:cacheprovider tests --ignore=tests/e2e

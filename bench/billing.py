@@ -30,9 +30,10 @@ from sqlalchemy import create_engine, text
 
 from billing.aggregator import UsageAggregator
 from billing.usage import UsageReport
+from config.settings import MAX_QUOTA, TenantSpec
 from control.generations import NewGeneration
 from control.model_versions import VersionSpec, register_version
-from control.tenants import MAX_QUOTA, TenantSpec, upsert_tenant
+from control.tenants import upsert_tenant
 from datastore.store import Store, open_store
 from lifecycle.admission import admit
 from lifecycle.attempts import Dispatch

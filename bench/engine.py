@@ -140,10 +140,10 @@ def worker_rss(artifact: Path, work: Path, requests: int) -> dict[str, float]:
     """RSS of the real Triton worker (its Python-backend stub) after serving concurrent requests."""
     import asyncio
 
-    from engine.artifact import read_manifest
+    from artifacts.manifest import read_manifest
     from frontend.worker import TritonWorker, WorkerRequest
-    from serving.deployment import ModelDeployment, materialize_repository
     from serving.triton import TritonServer
+    from worker.deployment import ModelDeployment, materialize_repository
 
     manifest = read_manifest(artifact)
     name = f"bench--{manifest.version}"

@@ -37,11 +37,12 @@ import grpc
 from bench.fairness_report import report
 from bench.metrics import percentile
 from bench.prompts import Encode, artifact_encoder, exact_prompt
-from frontend.config import parse_config
-from frontend.settings import ModelSettings, PlatformConfig
+from config.loader import parse_config
+from config.settings import ModelSettings, PlatformConfig
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
-from serving import artifact_for, start_platform
+from serving.platform import start_platform
+from serving.workers import artifact_for
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

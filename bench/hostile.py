@@ -19,10 +19,10 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from bench.metrics import percentile
-from frontend.config import parse_config
+from config.loader import parse_config
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
-from serving import start_platform
+from serving.platform import start_platform
 
 KEY = "hostile-key"
 MODEL = "smollm2-135m"

@@ -52,8 +52,8 @@ def gguf() -> Path:
 
 
 def artifact() -> Path | None:
-    from frontend.config import ModelSettings
-    from serving import artifact_for
+    from config.settings import ModelSettings
+    from serving.workers import artifact_for
 
     try:
         return artifact_for(ModelSettings())

@@ -49,8 +49,8 @@ from bench.serve_setup import KEYS, MODEL, platform_doc
 from bench.server_process import LoopbackServer, free_port
 from bench.targets import PlatformTarget
 from bench.workload import RequestSpec
-from frontend.settings import ModelSettings
-from serving import artifact_for
+from config.settings import ModelSettings
+from serving.workers import artifact_for
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTS = ("schedule", "model", "respond", "cancel_check")

@@ -1,6 +1,6 @@
 """CPU seconds of a process tree from /proc, by role: the platform's own process (the frontend),
 tritonserver, and a worker stub's threads by the OS names the worker gives them
-(serving/worker/os_thread.py, engine/csrc/pool.cpp). Linux only; processes or threads gone meanwhile
+(worker/os_thread.py, engine/csrc/pool.cpp). Linux only; processes or threads gone meanwhile
 count what they had when last seen by the caller's next sample (nothing)."""
 
 from __future__ import annotations

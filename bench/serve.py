@@ -63,8 +63,8 @@ from bench.prompts import artifact_encoder, exact_prompt
 from bench.serve_runs import run_platform, run_platform_http, run_platform_split, run_transformers
 from bench.serve_setup import KEYS, make_jobs
 from bench.workload import MIXES, loads, rounds
-from frontend.settings import ModelSettings
-from serving import artifact_for
+from config.settings import ModelSettings
+from serving.workers import artifact_for
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

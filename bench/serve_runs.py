@@ -18,8 +18,8 @@ from bench.driver import Job, drive
 from bench.metrics import Outcome
 from bench.serve_setup import KEYS, MODEL, run_config
 from bench.workload import Load
-from frontend.settings import PlatformConfig
-from serving import start_platform
+from config.settings import PlatformConfig
+from serving.platform import start_platform
 
 
 def run_platform(

@@ -11,9 +11,9 @@ from typing import Any
 from bench.driver import Job
 from bench.prompts import artifact_encoder, exact_prompt, workload_prompt
 from bench.workload import PREFIX_TOKENS, Mix, build_requests
-from frontend.config import parse_config
-from frontend.settings import ModelSettings, PlatformConfig
-from serving import artifact_for
+from config.loader import parse_config
+from config.settings import ModelSettings, PlatformConfig
+from serving.workers import artifact_for
 
 MODEL = "smollm2-135m"
 KEYS = ["bench-tenant-0", "bench-tenant-1"]  # tenant i sends with KEYS[i]

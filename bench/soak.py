@@ -28,11 +28,11 @@ from pathlib import Path
 import grpc
 
 from bench.prompts import WORDS
-from frontend.config import parse_config
-from frontend.settings import PlatformConfig
+from config.loader import parse_config
+from config.settings import PlatformConfig
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
-from serving import RunningPlatform, start_platform
+from serving.platform import RunningPlatform, start_platform
 
 KEYS = {"soak-a": "soak-key-a", "soak-b": "soak-key-b"}
 MODEL = "smollm2-135m"

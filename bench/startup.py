@@ -39,7 +39,7 @@ from pathlib import Path
 
 import grpc
 
-from frontend.settings import DEFAULT_INT4_ALIAS, DEFAULT_MODEL_ALIAS, LOCAL_API_KEY, LOCAL_TENANT
+from config.settings import DEFAULT_INT4_ALIAS, DEFAULT_MODEL_ALIAS, LOCAL_API_KEY, LOCAL_TENANT
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
 

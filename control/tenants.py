@@ -9,38 +9,10 @@ from datetime import datetime
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
+from config.settings import TenantSpec
 from control.errors import ApiKeyConflict
 from control.models import ApiKey, Tenant
 from control.revision import bump_revision
-
-MAX_QUOTA = 2**31 - 1  # quota columns are 32-bit integers
-
-
-@dataclass(slots=True, frozen=True)
-class TenantSpec:
-    """A tenant as configured (DESIGN §9 `[[tenants]]`)."""
-
-    id: str
-    api_keys: tuple[str, ...] = ()  # plain keys; only their digests are stored
-    weight: float = 1.0
-    max_concurrent_generations: int = 16
-    input_tokens_per_minute: int = 1_000_000
-    output_tokens_per_minute: int = 200_000
-    max_queued_tokens: int = 64_000
-
-    def __post_init__(self) -> None:
-        if not self.id:
-            raise ValueError("a tenant needs an id")
-        if self.weight <= 0:
-            raise ValueError("weight must be positive")
-        limits = (
-            self.max_concurrent_generations,
-            self.input_tokens_per_minute,
-            self.output_tokens_per_minute,
-            self.max_queued_tokens,
-        )
-        if min(limits) < 0 or max(limits) > MAX_QUOTA:
-            raise ValueError(f"quotas must be between 0 and {MAX_QUOTA}")
 
 
 def hash_api_key(api_key: str) -> str:

@@ -112,7 +112,7 @@ def reference_step(
 ) -> float:
     """The fastest of `repeats` timings of one REFERENCE_TOKENS-token prefill step: timed when a
     cost is measured and again at each load that finds it cached, to tell a cost measured while
-    the host was busy (the step now runs faster) from this host's own (serving/worker/loader.py)."""
+    the host was busy (the step now runs faster) from this host's own (worker/loader.py)."""
     return _prefill_step_s(model, dtype, kv_dtype, REFERENCE_TOKENS, repeats, clock)
 
 

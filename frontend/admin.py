@@ -27,8 +27,8 @@ from pathlib import Path
 
 import grpc
 
+from artifacts.manifest import ArtifactIntegrityError
 from control.rollout import Change
-from engine.artifact import ArtifactIntegrityError
 from frontend.artifact_calls import ArtifactCalls
 from frontend.auth import current_admin
 from frontend.catalog import CatalogCache

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import grpc
 
+from artifacts.manifest import MANIFEST, read_manifest
 from control.model_versions import check_route
-from engine.artifact import MANIFEST, read_manifest
 from frontend.auth import current_admin
 from frontend.catalog import manifest_spec, version_spec
 from frontend.errors import ApiError, invalid_argument

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 
 import grpc
 
+from config.settings import FrontendSettings
 from frontend.auth import Tenant
 from frontend.error_map import api_error
 from frontend.errors import ApiError, cursor_expired, draining, invalid_argument
@@ -32,7 +33,6 @@ from frontend.reader import Follower, Reader
 from frontend.registry import ModelRegistry, ServedVersion
 from frontend.relay_client import Forwarding, RelayStream
 from frontend.run_loop import rejected
-from frontend.settings import FrontendSettings
 from frontend.validation import (
     DEFAULT_LIMITS,
     RequestLimits,

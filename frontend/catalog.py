@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from artifacts.manifest import Manifest
+from config.settings import TenantSpec
 from control.model_versions import (
     VersionSpec,
     alias_routes,
@@ -35,11 +37,10 @@ from control.model_versions import (
 from control.models import ModelVersionStatus, RouteOrigin
 from control.revision import current_revision
 from control.rollout import change_route, version_statuses
-from control.tenants import TenantEntry, TenantSpec, tenant_directory, upsert_tenant
+from control.tenants import TenantEntry, tenant_directory, upsert_tenant
 from control.workers import draining_workers, set_worker_draining
 from datastore.locks import exclusive
 from datastore.store import Store
-from engine.artifact import Manifest
 from frontend.auth import ApiKeyStore
 from frontend.background import Background, every
 from frontend.registry import ModelRegistry, ServedVersion

@@ -15,6 +15,7 @@ import grpc
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
+from artifacts.manifest import ArtifactIntegrityError
 from billing.errors import InvalidUsageReport, QuotaExceeded, UsageNotDurable
 from control.errors import (
     ApiKeyConflict,
@@ -35,7 +36,6 @@ from control.errors import (
     VersionNotServable,
     VersionRouted,
 )
-from engine.artifact import ArtifactIntegrityError
 from frontend.errors import ApiError, cursor_expired, invalid_argument, store_unavailable
 from frontend.handlers import MALFORMED, HandlerInterceptor, Streaming, Unary, responses, rewrap, tolerant
 from frontend.push import PushConflict, PushRefused, PushTooLarge

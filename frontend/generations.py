@@ -24,6 +24,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Tracer
 
 from billing.aggregator import UsageAggregator
+from config.settings import FrontendSettings, StoreSettings
 from control.generations import NewGeneration
 from control.states import GenerationState
 from datastore.retry import retrying
@@ -38,7 +39,7 @@ from frontend.live import LiveGeneration, LiveRegistry
 from frontend.metrics import FrontendMetrics
 from frontend.registry import ServedVersion
 from frontend.routing import Dispatcher
-from frontend.run_loop import LEASE_LOST, GatewaySettings, RunLoop
+from frontend.run_loop import LEASE_LOST, RunLoop
 from frontend.store_health import StoreProbe
 from frontend.stream_log import EventLog
 from frontend.telemetry import observe_generation
@@ -48,7 +49,7 @@ from lifecycle.cancel import request_cancel
 from lifecycle.reads import get_generation, get_generation_by_request
 from llm.v1 import generations_pb2 as pb
 
-__all__ = ["GatewaySettings", "GenerationManager", "LiveGeneration", "NotRetained", "payload_hash"]
+__all__ = ["GenerationManager", "LiveGeneration", "NotRetained", "payload_hash"]
 
 
 class NotRetained(ApiError):
@@ -95,14 +96,20 @@ class GenerationManager:
         store: Store,
         aggregator: UsageAggregator,
         dispatcher: Dispatcher,
-        settings: GatewaySettings | None = None,
+        settings: FrontendSettings | None = None,
+        store_settings: StoreSettings | None = None,
+        frontend_id: str = "",
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         metrics: FrontendMetrics | None = None,
         tracer: Tracer | None = None,
         salts: CacheSalts | None = None,
     ) -> None:
-        """salts: the tenants' prefix-cache salts (a fresh secret when not given)."""
-        settings = settings or GatewaySettings()
+        """settings, store_settings: the config's [frontend] and [store] sections. frontend_id: this
+        frontend replica, recorded as the owner of what it admits. salts: the tenants' prefix-cache
+        salts (a fresh secret when not given)."""
+        settings = settings or FrontendSettings()
+        store_settings = store_settings or StoreSettings()
+        self.frontend_id = frontend_id
         self.salts = salts or CacheSalts.generate()
         self.store = store
         self.dispatcher = dispatcher
@@ -110,11 +117,15 @@ class GenerationManager:
         self.clock = clock
         self.metrics = metrics or FrontendMetrics()
         self.tracer = tracer or trace.NoOpTracer()
-        self.live = LiveRegistry(settings.grace_s, settings.retain_s, settings.retain_max_bytes)
-        self.runs = RunLoop(store, aggregator, dispatcher, self.live, settings, clock, self.metrics)
+        self.live = LiveRegistry(
+            settings.disconnect_grace_s, settings.stream_retain_s, settings.stream_retain_max_bytes
+        )
+        self.runs = RunLoop(
+            store, aggregator, dispatcher, self.live, settings, store_settings, clock, self.metrics
+        )
         self.leases = LeaseKeeper(
             store,
-            settings.lease_s,
+            settings.attempt_lease_s,
             clock,
             live=self.live.open,
             on_lost=lambda g: self.live.cancel(g, LEASE_LOST),  # type: ignore[arg-type]
@@ -122,7 +133,7 @@ class GenerationManager:
             on_cancel=lambda g: self.live.cancel(g, "CANCELED"),  # type: ignore[arg-type]
             before_sweep=aggregator.flush,
         )
-        self.store_probe = StoreProbe(store, settings.store_probe_interval_s)
+        self.store_probe = StoreProbe(store, store_settings.probe_interval_s)
         self.draining = False  # drain() began: no new generation is admitted
 
     async def start(
@@ -164,7 +175,7 @@ class GenerationManager:
             model_version_id=version.version_id,
             reserved_input_tokens=len(prompt_ids),
             reserved_output_tokens=req.params.max_output_tokens,
-            owner_frontend_id=self.settings.frontend_id or None,
+            owner_frontend_id=self.frontend_id or None,
         )
         run = GenerationRun(
             generation_id=new_id,
@@ -198,7 +209,9 @@ class GenerationManager:
                     raise NotRetained(admission.generation_id, str(admission.state))
                 return retained
             live = LiveGeneration(
-                new_id, tenant.id, EventLog(new_id, self.settings.max_events, self.settings.max_bytes)
+                new_id,
+                tenant.id,
+                EventLog(new_id, self.settings.stream_max_events, self.settings.stream_max_bytes),
             )
             live.observer = observe_generation(
                 self.tracer,

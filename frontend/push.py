@@ -1,6 +1,6 @@
 """The model repository and pushes into it (Admin.PushModelVersion, frontend/admin.py).
 
-    <repository>/<name>/<version>/     artifacts, immutable once moved in (engine/artifact.py)
+    <repository>/<name>/<version>/     artifacts, immutable once moved in (artifacts/manifest.py)
     <repository>/.staging/<random>/    one upload in progress; removed when it ends, whatever way
 
 An `Upload` checks the manifest first (format, version derived from the checksums, exactly the
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO
 
-from engine.artifact import (
+from artifacts.manifest import (
     MANIFEST,
     ArtifactIntegrityError,
     Manifest,

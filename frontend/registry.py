@@ -15,8 +15,8 @@ from pathlib import Path
 
 import grpc
 
+from artifacts.manifest import Manifest, verify
 from control.model_versions import pick_target
-from engine.artifact import Manifest, verify
 from frontend.errors import ApiError, invalid_argument
 from frontend.tokenization import ModelTokenizer
 

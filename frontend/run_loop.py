@@ -32,6 +32,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from billing.aggregator import UsageAggregator
 from billing.errors import UsageNotDurable
 from billing.usage import UsageReport
+from config.settings import FrontendSettings, StoreSettings
 from control.errors import CancelRequested, ControlError, LeaseExpired
 from control.states import GenerationState
 from control.termination import LEASE_EXPIRED, WORKER_LOST
@@ -51,6 +52,9 @@ from llm.v1 import generations_pb2 as pb
 log = logging.getLogger(__name__)
 Reason = pb.Finished.Reason
 LEASE_LOST = "LEASE_LOST"  # recorded when a live run finds its attempt fenced off
+# the worker an attempt is recorded on: the dispatcher may move a refused request to another worker
+# of the pool after the attempt started, so an attempt is this frontend's pool's, not one worker's
+ATTEMPT_WORKER = "local"
 STORE_AWAY = (UsageNotDurable, OperationalError, InterfaceError, PoolTimeout)  # the store is unreachable
 STORE_RETRY_S = 0.5  # between tries of a run's end while the store is away
 T = TypeVar("T")
@@ -61,23 +65,6 @@ STATE_OF_REASON = {
     Reason.CANCELED: GenerationState.CANCELED,
     Reason.FAILED: GenerationState.FAILED,
 }
-
-
-@dataclass(slots=True, frozen=True)
-class GatewaySettings:
-    frontend_id: str = ""  # this frontend replica, recorded as the owner of what it admits
-    worker_id: str = "local"
-    lease_s: float = 60.0  # attempt lease; live runs renew theirs every lease_s / 3
-    grace_s: float = 10.0  # a run with no client stream is cancelled after this
-    retain_s: float = 300.0  # a finished generation's events stay resumable this long
-    retain_max_bytes: int = 64 << 20  # ... while all finished generations' logs hold at most this
-    max_events: int = 4096  # per generation's retained log
-    max_bytes: int = 4 << 20
-    usage_every_tokens: int = 32  # usage event + billing report cadence, in output tokens ...
-    usage_every_s: float = 2.0  # ... or seconds (with new tokens), whichever comes first
-    slow_consumer_timeout_s: float = 30.0  # a run paused this long for a reader is cancelled
-    final_usage_wait_s: float = 30.0  # `finished` waits this long for durable usage and a recorded end
-    store_probe_interval_s: float = 1.0  # how often the store's reachability is checked
 
 
 def rejected(metrics: FrontendMetrics, e: ApiError) -> None:
@@ -91,7 +78,8 @@ class RunLoop:
     aggregator: UsageAggregator
     dispatcher: Dispatcher
     live: LiveRegistry
-    settings: GatewaySettings
+    settings: FrontendSettings
+    store_settings: StoreSettings
     clock: Callable[[], datetime]
     metrics: FrontendMetrics
 
@@ -183,7 +171,7 @@ class RunLoop:
     async def _assigned(self, live: LiveGeneration, run: GenerationRun) -> None:
         """A worker has room for it: its attempt starts (QUEUED -> RUNNING) and sets the epoch
         the worker request and every event carry. `CancelRequested` if a cancel came first."""
-        dispatch = Dispatch(self.settings.worker_id, timedelta(seconds=self.settings.lease_s))
+        dispatch = Dispatch(ATTEMPT_WORKER, timedelta(seconds=self.settings.attempt_lease_s))
         now = self.clock()  # the same on a retry: it finds its own attempt (control/attempts.py)
         starting = asyncio.ensure_future(
             asyncio.to_thread(retrying, start_attempt, self.store, live.generation_id, dispatch, now=now)
@@ -235,7 +223,7 @@ class RunLoop:
         store is away both are retried for up to `final_usage_wait_s`; then the error is raised.
         True when the attempt's lease had lapsed meanwhile (an outage longer than the lease): it
         was recorded INTERRUPTED instead, sealed at the usage just flushed."""
-        deadline = asyncio.get_running_loop().time() + self.settings.final_usage_wait_s
+        deadline = asyncio.get_running_loop().time() + self.store_settings.final_usage_wait_s
         if live.lease is not None:
             self._report(run, seq)
             await self._until(deadline, lambda: self.aggregator.flush_final(run.generation_id, run.epoch))

@@ -13,6 +13,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from config.settings import FrontendSettings
 from frontend.admin import AdminService
 from frontend.auth import ApiKeyStore, AuthInterceptor
 from frontend.calls import FrontendCalls, frontend_calls
@@ -22,7 +23,6 @@ from frontend.generations import GenerationManager
 from frontend.health import HealthCheck
 from frontend.registry import ModelRegistry
 from frontend.service import GenerationsService, ModelsService, UsageService
-from frontend.settings import FrontendSettings
 from llm.v1 import (
     admin_pb2,
     admin_pb2_grpc,

@@ -27,9 +27,9 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExport
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from config.settings import TelemetrySettings
 from contracts.tier import Tier
 from frontend.metrics import FrontendMetrics
-from frontend.settings import TelemetrySettings
 from llm.v1 import generations_pb2 as pb
 
 _PROPAGATOR = TraceContextTextMapPropagator()

@@ -179,7 +179,7 @@ class TritonWorker:
                 "request_id": req.generation_id,
                 # also in the request itself, for our CPU worker (an extension): Triton sometimes
                 # leaves the header unread, the worker parents its engine span on this copy
-                # (serving/worker/request_spans.py)
+                # (worker/request_spans.py)
                 "parameters": self._trace_parameters(req),
             }
             await done.wait()  # keep the stream open until the final response arrives

@@ -2,7 +2,7 @@
 
 The 4-bit GGUF is dequantized to fp32 once, at set-up, with `transformers` + `gguf` (never imported
 at serving time), and written as safetensors + tokenizer.json + chat template + config + manifest
-(see engine/artifact.py). The result lands in `var/models/<name>/<version>/`; an existing artifact
+(see artifacts/manifest.py). The result lands in `var/models/<name>/<version>/`; an existing artifact
 that verifies is reused, so the step is idempotent. Run: `python -m prebuild.artifact`.
 """
 
@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from engine.artifact import (
+from artifacts.manifest import (
     ArtifactIntegrityError,
     Manifest,
     derive_compatibility_key,

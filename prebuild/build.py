@@ -1,5 +1,5 @@
 """`llmctl build` (or `python -m prebuild.build`): a Hugging Face folder or a GGUF becomes the
-platform's immutable artifact (engine/artifact.py) on the operator's machine, ready to push.
+platform's immutable artifact (artifacts/manifest.py) on the operator's machine, ready to push.
 
     HF folder   config.json (architectures: LlamaForCausalLM), model.safetensors, tokenizer.json,
                 and the chat template: chat_template.jinja, or `chat_template` in
@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from engine.artifact import Manifest, derive_compatibility_key, derive_version, sha256_file, verify
+from artifacts.manifest import Manifest, derive_compatibility_key, derive_version, sha256_file, verify
 from engine.config import LlamaConfig
 from prebuild.artifact import ARTIFACT_FILES, convert, file_sizes
 

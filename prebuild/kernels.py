@@ -9,7 +9,7 @@ library is written under a temporary name and renamed into place. Run: `python -
 
 Finding the key needs torch's version and C++ ABI, and importing torch for them costs a serving
 start 1-1.5 s: they are kept in `var/kernels/.torch-<identity>.json`, keyed by the file identity
-(engine/file_digests.py) of torch's version.py and compiled core, which a new torch install changes.
+(artifacts/file_digests.py) of torch's version.py and compiled core, which a new torch install changes.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from engine.file_digests import identity_of
+from artifacts.file_digests import identity_of
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ROOT / "engine" / "csrc"

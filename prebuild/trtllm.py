@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 
-from engine.artifact import read_manifest
+from artifacts.manifest import read_manifest
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "triton_models" / "tensorrt_llm" / "config.pbtxt.template"

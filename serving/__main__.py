@@ -19,9 +19,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.artifact import remember_checks_in
-from frontend.config import ConfigError, load_config
-from frontend.settings import LOCAL_ADMIN_KEY, LOCAL_API_KEY, LOCAL_TENANT, PlatformConfig
+from artifacts.manifest import remember_checks_in
+from config.loader import ConfigError, load_config
+from config.settings import LOCAL_ADMIN_KEY, LOCAL_API_KEY, LOCAL_TENANT, PlatformConfig
 from serving.platform import Platform
 from serving.triton_host import TritonError
 from serving.workers import VERIFIED_DIR

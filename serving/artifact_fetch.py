@@ -19,7 +19,7 @@ from pathlib import Path
 
 import grpc
 
-from engine.artifact import (
+from artifacts.manifest import (
     MANIFEST,
     ArtifactIntegrityError,
     derive_version,
@@ -27,7 +27,7 @@ from engine.artifact import (
     sha256_file,
     verify,
 )
-from frontend.settings import PlatformConfig
+from config.settings import PlatformConfig
 from llm.v1 import admin_pb2, admin_pb2_grpc
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -38,6 +38,8 @@ from datetime import UTC, datetime
 import grpc
 from opentelemetry.sdk.trace import SpanProcessor
 
+from config.loader import check_loopback_only, require_fleet_keys
+from config.settings import PlatformConfig
 from control.model_versions import register_version
 from control.models import ModelVersion, ModelVersionStatus
 from datastore.locks import exclusive
@@ -45,13 +47,11 @@ from datastore.store import Store, open_store
 from frontend.auth import ApiKeyStore
 from frontend.cache_salt import CacheSalts
 from frontend.catalog import CATALOG_WRITES, CatalogCache, read_catalog, seed_catalog, store_url, version_spec
-from frontend.config import check_loopback_only, require_fleet_keys
 from frontend.errors import ApiError
 from frontend.membership import Membership
 from frontend.registry import ModelRegistry, ServedVersion, load_version
 from frontend.relay import relay_server
 from frontend.relay_client import Forwarding, RelayClient, relay_credential
-from frontend.settings import PlatformConfig
 from frontend.telemetry import tracer_provider
 from frontend.worker import TritonWorker
 from frontend.worker_directory import WorkerDirectory

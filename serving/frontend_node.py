@@ -21,6 +21,7 @@ import grpc
 from opentelemetry.sdk.trace import TracerProvider
 
 from billing.aggregator import UsageAggregator
+from config.settings import PlatformConfig
 from contracts.tier import BATCH, INTERACTIVE
 from datastore.meter import StoreMeter
 from datastore.store import Store
@@ -30,7 +31,7 @@ from frontend.auth import ApiKeyStore
 from frontend.cache_salt import CacheSalts
 from frontend.calls import FrontendCalls, frontend_calls
 from frontend.catalog import CatalogCache, read_catalog
-from frontend.generations import GatewaySettings, GenerationManager
+from frontend.generations import GenerationManager
 from frontend.http.server import http_server
 from frontend.metrics import FrontendMetrics
 from frontend.push import Repository
@@ -39,7 +40,6 @@ from frontend.relay_client import Forwarding
 from frontend.rollout import Rollout, Undeploy
 from frontend.routing import Dispatcher
 from frontend.server import frontend_server
-from frontend.settings import PlatformConfig
 from frontend.worker_pool import WorkerPool
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -109,25 +109,21 @@ async def serve_frontend(
         store.sessions, clock=lambda: datetime.now(UTC), max_pending=parts.cfg.store.usage_queue_max
     )
     aggregator.start()
-    settings = GatewaySettings(
-        frontend_id=parts.frontend_id,
-        lease_s=f.attempt_lease_s,
-        grace_s=f.disconnect_grace_s,
-        retain_s=f.stream_retain_s,
-        retain_max_bytes=f.stream_retain_max_bytes,
-        max_events=f.stream_max_events,
-        max_bytes=f.stream_max_bytes,
-        slow_consumer_timeout_s=f.slow_consumer_timeout_s,
-        final_usage_wait_s=parts.cfg.store.final_usage_wait_s,
-        store_probe_interval_s=parts.cfg.store.probe_interval_s,
-    )
     metrics = FrontendMetrics()
     metrics_port = metrics.serve(f.metrics_listen)
     metrics.relay_workers(worker_metrics)
     metrics.watch_store(meter)
     tracer = parts.tracer_provider.get_tracer("llm.frontend")
     manager = GenerationManager(
-        store, aggregator, dispatcher, settings, metrics=metrics, tracer=tracer, salts=parts.salts
+        store,
+        aggregator,
+        dispatcher,
+        f,
+        parts.cfg.store,
+        frontend_id=parts.frontend_id,
+        metrics=metrics,
+        tracer=tracer,
+        salts=parts.salts,
     )
     metrics.watch_retention(manager.live.retention)
     manager.start_background()

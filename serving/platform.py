@@ -17,23 +17,24 @@ import logging
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import grpc
 from opentelemetry.sdk.trace import SpanProcessor
 
+from artifacts.manifest import remember_checks_in
+from config.loader import check_loopback_only
+from config.settings import PlatformConfig
 from datastore.store import Store, open_store
-from engine.artifact import remember_checks_in
 from frontend.auth import ApiKeyStore
 from frontend.cache_salt import CacheSalts
 from frontend.catalog import CatalogCache, mark_ready, read_catalog, seed_catalog, store_url
-from frontend.config import check_loopback_only
 from frontend.generations import GenerationManager
 from frontend.metrics import FrontendMetrics
 from frontend.registry import ModelRegistry, ServedVersion
 from frontend.rollout import Rollout
-from frontend.settings import PlatformConfig
 from frontend.telemetry import tracer_provider
 from frontend.worker_pool import WorkerPool
 from serving.frontend_node import FrontendParts, make_dispatcher, serve_frontend
@@ -189,3 +190,29 @@ class Platform:
             handle.capacity.pop(version_id, None)
         await asyncio.to_thread(self.local.unload_everywhere, version_id)
         log.info("version %s unloaded from %d worker(s)", version_id, len(self.workers))
+
+
+@dataclass(slots=True, frozen=True)
+class RunningPlatform:
+    address: str  # host:port of the gRPC frontend
+    platform: Platform
+    http_address: str = ""  # host:port of the HTTP API ("" when it serves none)
+
+
+@asynccontextmanager
+async def start_platform(
+    cfg: PlatformConfig, work_dir: Path | None = None, listen: str = "127.0.0.1:0", http_listen: str = ""
+) -> AsyncIterator[RunningPlatform]:
+    """Starts the workers and the frontend (what `make serve` runs), yields its addresses, and stops
+    all of it on exit: the public way to run the platform from Python (benchmarks, tools). HTTP is
+    served only when `http_listen` names an address ("127.0.0.1:0")."""
+    platform = Platform(cfg, work_dir=work_dir)
+    await asyncio.to_thread(platform.start_workers)
+    try:
+        async with platform.frontend(listen, http_listen) as (_, port):
+            host = listen.rpartition(":")[0] or "127.0.0.1"
+            http_host = http_listen.rpartition(":")[0] or "127.0.0.1"
+            http = f"{http_host}:{platform.http_port}" if http_listen else ""
+            yield RunningPlatform(f"{host}:{port}", platform, http)
+    finally:
+        await asyncio.to_thread(platform.stop_workers)

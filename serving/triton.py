@@ -1,5 +1,5 @@
 """Locates the `tritonserver` binary shipped in the nvidia-pytriton wheel, assembles its Python
-backend directory, and runs the server over a model repository (serving/deployment.py writes it).
+backend directory, and runs the server over a model repository (worker/deployment.py writes it).
 
 The server is started in its own process group, bound to loopback, in explicit model-control mode;
 `TritonServer.stop()` ends it and every Python-backend stub it spawned and removes any shared-memory

@@ -28,12 +28,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from artifacts.manifest import ArtifactIntegrityError
 from control.model_versions import set_version_status, versions_with_status
 from control.models import ModelVersion, ModelVersionStatus
 from control.rollout import active_generations
 from datastore.locks import exclusive
 from datastore.store import Store
-from engine.artifact import ArtifactIntegrityError
 from frontend.background import Background, every
 from frontend.catalog import CATALOG_WRITES
 from frontend.registry import ModelRegistry, ServedVersion, load_version

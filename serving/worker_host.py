@@ -23,11 +23,11 @@ import logging
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from config.loader import require_fleet_keys
+from config.settings import PlatformConfig
 from control.workers import prune_workers
 from datastore.store import Store, open_store
 from frontend.catalog import store_url
-from frontend.config import require_fleet_keys
-from frontend.settings import PlatformConfig
 from frontend.worker_pool import WorkerPool
 from serving.artifact_fetch import repository_fetch
 from serving.supervisor import Supervisor

@@ -13,15 +13,14 @@ import logging
 from datetime import UTC, datetime
 from pathlib import Path
 
+from artifacts.manifest import ArtifactIntegrityError
+from config.settings import ModelSettings, PlatformConfig
 from datastore.store import Store
-from engine.artifact import ArtifactIntegrityError
 from frontend.catalog import mark_ready, served_versions
 from frontend.registry import ServedVersion, load_version
-from frontend.settings import ModelSettings, PlatformConfig
 from frontend.worker import TritonWorker
 from frontend.worker_pool import WorkerHandle
 from serving.artifact_fetch import Fetch
-from serving.deployment import materialize_repository
 from serving.triton import TritonServer
 from serving.workers import (
     LocalWorker,
@@ -32,6 +31,7 @@ from serving.workers import (
     worker_id,
     worker_port,
 )
+from worker.deployment import materialize_repository
 
 log = logging.getLogger(__name__)
 Deployed = tuple[ModelSettings, ServedVersion]

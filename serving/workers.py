@@ -10,12 +10,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from config.loader import ConfigError
+from config.settings import DEFAULT_MODEL_SOURCE, ModelSettings, PlatformConfig, WorkerSettings
 from contracts.capacity import DEFAULT_KV_CACHE_BLOCKS
-from frontend.config import ConfigError
 from frontend.registry import ServedVersion
-from frontend.settings import DEFAULT_MODEL_SOURCE, ModelSettings, PlatformConfig, WorkerSettings
-from serving.deployment import ModelDeployment
 from serving.triton import TritonServer
+from worker.deployment import ModelDeployment
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -103,9 +103,9 @@ def kernels_library(model: ModelSettings) -> str:
         raise ConfigError(f"model {model.alias}: {e} (set kernels = false to run without them)") from e
 
 
-# measured step costs kept between loads (serving/worker/step_cost_cache.py); delete to measure again
+# measured step costs kept between loads (worker/step_cost_cache.py); delete to measure again
 STEP_COST_DIR = Path(__file__).resolve().parent.parent / "var" / "step-cost"
-# artifact files already verified, by file identity (engine/file_digests.py); delete to hash them again
+# artifact files already verified, by file identity (artifacts/file_digests.py); delete to hash them again
 VERIFIED_DIR = Path(__file__).resolve().parent.parent / "var" / "verified"
 
 

@@ -12,11 +12,12 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy.orm import Session
 
 from billing.errors import QuotaExceeded
+from config.settings import TenantSpec
 from control.attempts import Lease
 from control.generations import NewGeneration
 from control.model_versions import VersionSpec, register_version, set_version_status
 from control.models import ModelVersion, ModelVersionStatus, Tenant
-from control.tenants import TenantSpec, upsert_tenant
+from control.tenants import upsert_tenant
 from datastore.store import Store
 from lifecycle.admission import admit
 from lifecycle.attempts import Dispatch, start_attempt

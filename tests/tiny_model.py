@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from frontend.cli import main as llmctl
+from llmctl.cli import main as llmctl
 
 TINY_CONFIG: dict[str, Any] = {
     "architectures": ["LlamaForCausalLM"],

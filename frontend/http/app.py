@@ -30,6 +30,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from config.settings import HttpSettings
 from frontend.auth import ApiKeyStore, Tenant
 from frontend.calls import FrontendCalls
 from frontend.error_map import api_error
@@ -39,7 +40,6 @@ from frontend.http.errors import HttpError, dumps
 from frontend.http.streams import Document, EventStream
 from frontend.http.transcode import to_json
 from frontend.model_messages import list_models
-from frontend.settings import HttpSettings
 from frontend.worker_pool import ready_workers
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import usage_pb2

@@ -18,10 +18,10 @@ from contextlib import asynccontextmanager
 
 import uvicorn
 
+from config.settings import FrontendSettings, HttpSettings
 from frontend.auth import ApiKeyStore
 from frontend.calls import FrontendCalls
 from frontend.http.app import http_app
-from frontend.settings import FrontendSettings, HttpSettings
 
 log = logging.getLogger(__name__)
 SHUTDOWN_GRACE_S = 5  # as the gRPC server's stop(grace=5)

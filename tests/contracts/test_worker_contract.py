@@ -13,7 +13,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 from contracts import worker as wire
 from frontend.worker import WorkerRequest, build_inputs
 from prebuild.trtllm import EngineBuild, render_config
-from serving.deployment import ModelDeployment, materialize_repository
+from worker.deployment import ModelDeployment, materialize_repository
 
 CPU_EXTENSION_INPUTS = set(wire.EXTENSION_INPUTS)
 WIRE_TYPES = {"INT32": "TYPE_INT32", "INT64": "TYPE_INT64", "UINT64": "TYPE_UINT64", "FP32": "TYPE_FP32",

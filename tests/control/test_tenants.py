@@ -3,9 +3,10 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
+from config.settings import TenantSpec
 from control.errors import ApiKeyConflict
 from control.models import ApiKey
-from control.tenants import TenantSpec, hash_api_key, tenant_for_api_key, upsert_tenant
+from control.tenants import hash_api_key, tenant_for_api_key, upsert_tenant
 from datastore.store import Store
 from tests.builders import T0, at
 

@@ -18,10 +18,10 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from config.loader import parse_config
+from config.settings import PlatformConfig
 from datastore.urls import parse_store_url
-from frontend.config import parse_config
 from frontend.metrics import FrontendMetrics
-from frontend.settings import PlatformConfig
 from serving.store_ha.patroni_config import SCOPE
 
 ROOT = Path(__file__).resolve().parents[2]

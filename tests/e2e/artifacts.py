@@ -6,7 +6,7 @@ import hashlib
 import shutil
 from pathlib import Path
 
-from engine.artifact import Manifest, derive_compatibility_key, derive_version, read_manifest, sha256_file
+from artifacts.manifest import Manifest, derive_compatibility_key, derive_version, read_manifest, sha256_file
 
 
 def variant_artifact(artifact_dir: Path, into: Path) -> tuple[Path, str]:

@@ -14,9 +14,9 @@ import pytest_asyncio
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from config.loader import parse_config
+from config.settings import PlatformConfig
 from contracts.tier import INTERACTIVE
-from frontend.config import parse_config
-from frontend.settings import PlatformConfig
 from serving.platform import Platform
 
 KEY_ALPHA = "key-alpha"

@@ -14,7 +14,7 @@ import grpc
 import pytest
 import pytest_asyncio
 
-from frontend.settings import PlatformConfig
+from config.settings import PlatformConfig
 from llm.v1 import admin_pb2, admin_pb2_grpc, generations_pb2_grpc, models_pb2
 from llm.v1 import generations_pb2 as pb
 from serving.platform import Platform

@@ -16,9 +16,9 @@ from typing import Any
 import httpx
 import pytest
 
+from config.settings import FrontendSettings, HttpSettings
 from frontend.calls import frontend_calls
 from frontend.http.server import http_server
-from frontend.settings import FrontendSettings, HttpSettings
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
 from serving.platform import Platform

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.artifact import read_manifest
-from serving.deployment import ModelDeployment, materialize_repository
+from artifacts.manifest import read_manifest
 from serving.triton import SHM, SHM_PREFIX, TritonServer
 from serving.triton_host import TritonError
+from worker.deployment import ModelDeployment, materialize_repository
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -110,7 +110,7 @@ def test_serve_runs_until_sigterm_and_leaves_nothing_behind(tmp_path: Path) -> N
             [
                 sys.executable,
                 "-m",
-                "frontend.cli",
+                "llmctl.cli",
                 "--target",
                 f"127.0.0.1:{port}",
                 "--api-key",
@@ -135,7 +135,7 @@ def test_serve_runs_until_sigterm_and_leaves_nothing_behind(tmp_path: Path) -> N
             [
                 sys.executable,
                 "-m",
-                "frontend.cli",
+                "llmctl.cli",
                 "--target",
                 f"127.0.0.1:{port}",
                 "--api-key",
@@ -150,7 +150,7 @@ def test_serve_runs_until_sigterm_and_leaves_nothing_behind(tmp_path: Path) -> N
         assert denied.returncode == 1 and "UNAUTHENTICATED" in denied.stderr
 
         def llmctl(*args: str) -> subprocess.CompletedProcess[str]:
-            command = [sys.executable, "-m", "frontend.cli", "--target", f"127.0.0.1:{port}", *args]
+            command = [sys.executable, "-m", "llmctl.cli", "--target", f"127.0.0.1:{port}", *args]
             return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
 
         drained = llmctl("--admin-key", "cli-admin", "drain", worker_id, "--json")

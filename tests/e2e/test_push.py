@@ -22,11 +22,11 @@ import pytest
 import pytest_asyncio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from engine.artifact import ArtifactIntegrityError, read_manifest
-from frontend.cli import main as llmctl
-from frontend.cli_rollout import push_messages
+from artifacts.manifest import ArtifactIntegrityError, read_manifest
 from llm.v1 import admin_pb2, admin_pb2_grpc, generations_pb2_grpc, models_pb2, models_pb2_grpc
 from llm.v1 import generations_pb2 as pb
+from llmctl.cli import main as llmctl
+from llmctl.rollout import push_messages
 from serving.artifact_fetch import fetch_version
 from serving.platform import Platform
 from tests.e2e.conftest import KEY_ALPHA, auth, platform_config

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import grpc
 
-from frontend.settings import PlatformConfig
+from config.settings import PlatformConfig
 from llm.v1 import admin_pb2, admin_pb2_grpc, generations_pb2_grpc, models_pb2, models_pb2_grpc
 from llm.v1 import generations_pb2 as pb
 from serving.platform import Platform

@@ -26,8 +26,8 @@ import pytest_asyncio
 from grpc_status import rpc_status
 from sqlalchemy import select
 
+from config.loader import parse_config
 from control.models import Generation
-from frontend.config import parse_config
 from frontend.errors import error_info
 from lifecycle.reads import get_generation
 from llm.v1 import generations_pb2 as pb

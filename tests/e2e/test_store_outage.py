@@ -24,7 +24,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 
 import frontend.generations
-from frontend.config import parse_config
+from config.loader import parse_config
 from frontend.errors import error_info
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
@@ -225,8 +225,8 @@ async def test_a_store_away_past_the_final_wait_ends_interrupted_and_is_sealed_l
     o = outage
     assert o.platform.manager is not None
     runs = o.platform.manager.runs
-    saved = runs.settings
-    runs.settings = dataclasses.replace(saved, final_usage_wait_s=1.0)
+    saved = runs.store_settings
+    runs.store_settings = dataclasses.replace(saved, final_usage_wait_s=1.0)
     await until(lambda: health_is(o, health_pb2.HealthCheckResponse.SERVING), "SERVING at first")
     events: list[pb.GenerationEvent] = []
     try:
@@ -236,7 +236,7 @@ async def test_a_store_away_past_the_final_wait_ends_interrupted_and_is_sealed_l
                 await asyncio.to_thread(o.gate.down)
     finally:
         o.gate.up()
-        runs.settings = saved
+        runs.store_settings = saved
     finished = events[-1].finished
     assert finished.reason == Reason.INTERRUPTED and not finished.usage_final
     assert finished.usage.output_tokens == 16

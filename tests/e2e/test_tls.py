@@ -11,10 +11,10 @@ from pathlib import Path
 import grpc
 import pytest
 
-from frontend.cli import main as llmctl
+from config.settings import FrontendSettings
 from frontend.server import frontend_server
-from frontend.settings import FrontendSettings
 from llm.v1 import models_pb2, models_pb2_grpc
+from llmctl.cli import main as llmctl
 from serving.platform import Platform
 from tests.e2e.conftest import KEY_ALPHA, auth
 from tests.e2e.tls_ca import make_ca

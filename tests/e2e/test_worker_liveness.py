@@ -19,7 +19,7 @@ import pytest
 import pytest_asyncio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from frontend.settings import PlatformConfig
+from config.settings import PlatformConfig
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
 from serving.__main__ import main

@@ -1,6 +1,6 @@
 """Worker spans join the generation's trace: the frontend passes W3C trace context to Triton,
 which exports its own spans over OTLP/HTTP to the same collector (a small receiver here), and so
-does the CPU worker's engine, one `engine` span a request (serving/worker/request_spans.py).
+does the CPU worker's engine, one `engine` span a request (worker/request_spans.py).
 
 Triton 2.51 sometimes starts a trace of its own for a request whose stream overlaps another
 stream, its `traceparent` unread: 2 of 72 requests, 8 generations at a time, and 2 of 64 from the
@@ -28,7 +28,7 @@ import grpc
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from frontend.settings import TelemetrySettings
+from config.settings import TelemetrySettings
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
 from serving.platform import Platform

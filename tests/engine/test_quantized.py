@@ -10,8 +10,8 @@ import pytest
 import torch
 from tokenizers import Tokenizer
 
+from artifacts.manifest import verify
 from bench.quality import AGREEMENT_TOKENS, PROMPTS, THRESHOLDS, measure
-from engine.artifact import verify
 from engine.weights import load_model
 from prebuild.artifact import ensure_artifact, ensure_quantized
 

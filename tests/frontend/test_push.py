@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.artifact import Manifest, derive_compatibility_key, derive_version, sha256_file
+from artifacts.manifest import Manifest, derive_compatibility_key, derive_version, sha256_file
 from frontend.push import STAGING, PushRefused, Repository
 
 FILES = {

@@ -19,6 +19,7 @@ from opentelemetry import trace
 
 from billing.errors import UsageNotDurable
 from billing.usage import UsageReport
+from config.settings import FrontendSettings, StoreSettings
 from contracts.tier import INTERACTIVE
 from control.states import GenerationState
 from frontend import generations as generations_module
@@ -28,7 +29,7 @@ from frontend.generations import GenerationManager
 from frontend.live import LiveGeneration, LiveRegistry
 from frontend.metrics import FrontendMetrics
 from frontend.routing import Dispatcher
-from frontend.run_loop import GatewaySettings, RunLoop
+from frontend.run_loop import RunLoop
 from frontend.stream_log import EventLog
 from frontend.telemetry import observe_generation
 from frontend.validation import GenerationParams
@@ -101,14 +102,15 @@ class Loop(RunLoop):
 
 
 def started(
-    worker: Worker, registry: LiveRegistry | None = None, **settings: Any
+    worker: Worker, registry: LiveRegistry | None = None, final_usage_wait_s: float = 30.0, **settings: Any
 ) -> tuple[Loop, LiveGeneration]:
     """A run of generation g1 on `worker`, its task started, a reader attached from the start."""
     pool = WorkerPool()
     pool.add(WorkerHandle("w1", "w1", cast(Any, worker), capacity={VERSION: 100}))
-    gateway = GatewaySettings(**{"usage_every_tokens": 2, **settings})
-    registry = registry or LiveRegistry(gateway.grace_s, gateway.retain_s)
-    loop = Loop(cast(Any, None), cast(Any, Aggregator()), Dispatcher(pool), registry, gateway,
+    gateway = FrontendSettings(**{"usage_every_tokens": 2, **settings})
+    registry = registry or LiveRegistry(gateway.disconnect_grace_s, gateway.stream_retain_s)
+    store = StoreSettings(final_usage_wait_s=final_usage_wait_s)
+    loop = Loop(cast(Any, None), cast(Any, Aggregator()), Dispatcher(pool), registry, gateway, store,
                 lambda: datetime.now(UTC), METRICS)  # fmt: skip
     loop.ends = []
     version = SimpleNamespace(
@@ -121,7 +123,7 @@ def started(
     params = GenerationParams(max_output_tokens=8)
     run = GenerationRun("g1", "r1", cast(Any, version), (5, 6, 7), params, "salt", epoch=0,
                         usage_every_tokens=2, usage_every_s=gateway.usage_every_s)  # fmt: skip
-    live = LiveGeneration("g1", "t1", EventLog("g1", gateway.max_events, gateway.max_bytes))
+    live = LiveGeneration("g1", "t1", EventLog("g1", gateway.stream_max_events, gateway.stream_max_bytes))
     live.observer = observe_generation(trace.NoOpTracer(), METRICS, generation_id="g1", request_id="r1",
                                        tenant="t1", version=VERSION, prompt_tokens=3, max_output_tokens=8,
                                        tier=INTERACTIVE, received_ns=0, received_s=0.0)  # fmt: skip
@@ -161,7 +163,7 @@ def delivered_tokens(events: list[pb.GenerationEvent]) -> int:
 
 
 async def test_a_cancel_while_a_slow_reader_holds_the_log_full_ends_after_the_event_it_held_back() -> None:
-    loop, live = started(Worker([10, 11, 12, 13, 14, 15]), max_events=4)
+    loop, live = started(Worker([10, 11, 12, 13, 14, 15]), stream_max_events=4)
     holder = live.log.attach(0)  # a reader that reads nothing: the run waits for room
     await until(lambda: live.log.paused)
     LiveRegistry.cancel(loop.live, live, "CANCELED")

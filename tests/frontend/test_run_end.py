@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+from config.settings import FrontendSettings, StoreSettings
 from control.generations import get_generation
 from control.states import GenerationState
 from datastore.store import Store
 from frontend.live import LiveGeneration
-from frontend.run_loop import GatewaySettings, RunLoop, relabelled
+from frontend.run_loop import RunLoop, relabelled
 from frontend.stream_log import EventLog
 from llm.v1 import generations_pb2 as pb
 from tests.builders import TENANT, at, running, seed
@@ -19,7 +20,9 @@ __all__ = ["migrated", "store"]  # the store fixtures: both backends
 
 def run_loop(store: Store, seconds: float) -> RunLoop:
     unused = cast(Any, None)  # what recording an end does not touch
-    return RunLoop(store, unused, unused, unused, GatewaySettings(), lambda: at(seconds), unused)
+    return RunLoop(
+        store, unused, unused, unused, FrontendSettings(), StoreSettings(), lambda: at(seconds), unused
+    )
 
 
 def test_a_completed_run_whose_lease_lapsed_is_recorded_interrupted(store: Store) -> None:

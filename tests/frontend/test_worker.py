@@ -126,7 +126,7 @@ async def test_responses_and_the_workers_refusals_are_signs_of_life_and_tritons_
 
 async def test_the_trace_context_goes_in_the_headers_and_in_the_request_itself() -> None:
     """Triton 2.51 sometimes leaves a stream's traceparent header unread; the CPU worker parents its
-    engine span on the copy in the request's parameters (serving/worker/request_spans.py)."""
+    engine span on the copy in the request's parameters (worker/request_spans.py)."""
     context = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     traced = dataclasses.replace(REQ, trace_headers=(("traceparent", context), ("tracestate", "a=1")))
     request, headers = await first_request(traced)

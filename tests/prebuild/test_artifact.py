@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.artifact import ArtifactIntegrityError, derive_version, read_manifest, sha256_file, verify
+from artifacts.manifest import ArtifactIntegrityError, derive_version, read_manifest, sha256_file, verify
 from engine.weights import quantization_scheme
 from prebuild.artifact import ROOT, ensure_quantized, file_sizes, find_existing
 

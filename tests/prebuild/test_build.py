@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.artifact import derive_compatibility_key, read_manifest, verify
-from frontend.cli import main as llmctl
+from artifacts.manifest import derive_compatibility_key, read_manifest, verify
+from llmctl.cli import main as llmctl
 from prebuild.build import BuildError, build
 from tests.tiny_model import tiny_hf_folder
 

@@ -14,11 +14,11 @@ from pathlib import Path
 import grpc
 import pytest
 
+from config.settings import FleetSettings, FrontendSettings, PlatformConfig
 from control.models import ModelVersion, ModelVersionStatus
 from datastore.store import Store, open_store
 from frontend.errors import ApiError
 from frontend.registry import load_version
-from frontend.settings import FleetSettings, FrontendSettings, PlatformConfig
 from frontend.worker_pool import WorkerHandle
 from serving.fleet_frontend import FleetFrontend
 

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from config.settings import ModelSettings
 from frontend.liveness import Liveness
-from frontend.settings import ModelSettings
 from frontend.worker import WorkerCapacityError, WorkerChunk, WorkerError, WorkerLost, WorkerRequest
 from frontend.worker_pool import WorkerHandle
 from serving.probes import CanaryFailed, WorkerProbe, canaries_drained, canary_request, send_canary

@@ -8,8 +8,8 @@ import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
+from artifacts.manifest import ArtifactIntegrityError
 from datastore.store import open_store
-from engine.artifact import ArtifactIntegrityError
 from frontend.catalog import mark_ready
 from frontend.registry import load_version
 from serving.worker_set import stored_versions

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from config.settings import ModelSettings, PlatformConfig
 from control.model_versions import register_version
 from control.models import ModelVersion, ModelVersionStatus
 from control.rollout import begin_retire, finish_retire
@@ -19,7 +20,6 @@ from control.states import GenerationState
 from datastore.store import Store, open_store
 from frontend.catalog import version_spec
 from frontend.registry import ModelRegistry, ServedVersion, load_version
-from frontend.settings import ModelSettings, PlatformConfig
 from frontend.worker_pool import WorkerHandle, WorkerPool
 from lifecycle.admission import admit
 from lifecycle.termination import finish_queued

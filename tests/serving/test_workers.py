@@ -8,10 +8,10 @@ from pathlib import Path
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
-from frontend.config import parse_config
-from frontend.settings import PlatformConfig, WorkerSettings
-from serving.deployment import ModelDeployment, materialize_repository
+from config.loader import parse_config
+from config.settings import PlatformConfig, WorkerSettings
 from serving.workers import engine_threads, worker_id
+from worker.deployment import ModelDeployment, materialize_repository
 
 
 def config(*workers: int) -> PlatformConfig:

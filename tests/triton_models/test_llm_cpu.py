@@ -16,9 +16,9 @@ import pytest
 from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
-from serving.deployment import ModelDeployment, materialize_repository
-from serving.worker.triton_binding import TritonMetrics, TritonRequest
-from tests.serving.worker import fake_pb_utils as pb
+from tests.worker import fake_pb_utils as pb
+from worker.deployment import ModelDeployment, materialize_repository
+from worker.triton_binding import TritonMetrics, TritonRequest
 
 SHIM = Path(__file__).resolve().parents[2] / "triton_models" / "llm_cpu" / "1" / "model.py"
 

@@ -14,10 +14,10 @@ import grpc
 import pytest
 import tritonclient.grpc as triton_grpc
 
-from engine.artifact import read_manifest
-from frontend.cli_rollout import push_messages
+from artifacts.manifest import read_manifest
 from llm.v1 import admin_pb2, admin_pb2_grpc, models_pb2, models_pb2_grpc
 from llm.v1 import generations_pb2 as pb
+from llmctl.rollout import push_messages
 from serving.triton import GRPC_ACCESS_HEADER
 from tests.e2e.conftest import auth
 from tests.e2e.fleet.client import TIMEOUT_S, generate, read_rest, reason_of, stub

@@ -1,4 +1,4 @@
-"""The CPU worker as Triton loads it: a shim over serving/worker/ (WorkerAdapter does the work).
+"""The CPU worker as Triton loads it: a shim over worker/ (WorkerAdapter does the work).
 
 Triton's Python backend imports this file from the materialized model repository; `serving` and
 `engine` come from the project, installed in the virtual environment the stub runs with.
@@ -8,9 +8,9 @@ import json
 
 import triton_python_backend_utils as pb_utils
 
-from serving.deployment import ModelDeployment
-from serving.worker.loader import start_worker
-from serving.worker.triton_binding import TritonMetrics, TritonRequest
+from worker.deployment import ModelDeployment
+from worker.loader import start_worker
+from worker.triton_binding import TritonMetrics, TritonRequest
 
 
 class TritonPythonModel:
