@@ -141,7 +141,7 @@ def worker_rss(artifact: Path, work: Path, requests: int) -> dict[str, float]:
     import asyncio
 
     from artifacts.manifest import read_manifest
-    from frontend.worker import TritonWorker, WorkerRequest
+    from frontend.dispatch.worker_client import TritonWorker, WorkerRequest
     from serving.triton import TritonServer
     from worker.deployment import ModelDeployment, materialize_repository
 

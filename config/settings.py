@@ -79,7 +79,7 @@ class FrontendSettings:
     usage_every_s: float = 2.0  # seconds between usage reports while tokens come
     converse_window_events: int = 256  # Converse: events sent per generation beyond the client's ack
     catalog_refresh_s: float = 2.0  # how often the catalog revision is polled (control/revision.py)
-    # request-sized work: caps checked before it, and the threads it runs on (frontend/offload.py)
+    # request-sized work: caps checked before it, and the threads it runs on (frontend/generations/offload.py)
     max_request_bytes: int = 1 << 20  # a larger gRPC message is refused RESOURCE_EXHAUSTED by gRPC
     max_prompt_chars: int = 131_072  # prompt, or all message contents together
     max_messages: int = 1024  # chat messages per request
@@ -94,8 +94,8 @@ class FrontendSettings:
     tls_cert_file: str = ""  # the server's certificate chain
     tls_key_file: str = ""  # its private key
     tls_client_ca_file: str = ""  # the CA that signs client certificates (mutual TLS)
-    # worker liveness (frontend/liveness.py, serving/probes.py): a stream whose worker model sent
-    # nothing on any stream for this long ends INTERRUPTED, and the worker is restarted. It must
+    # worker liveness (frontend/dispatch/worker_liveness.py, serving/probes.py): a stream whose worker
+    # model sent nothing on any stream for this long ends INTERRUPTED, and the worker is restarted. It must
     # exceed the worst engine step plus the probe interval (a silent model gets a canary then).
     worker_inactivity_timeout_s: float = 10.0  # above worker_probe_interval_s
     # worker identity and readiness probes, canaries to silent models, and health, this often

@@ -139,7 +139,7 @@ class WorkerVersion(Base):
 
 class Frontend(Base):
     """A frontend replica's registration: where its internal relay listens (forwarded Resume and
-    Cancel, frontend/relay.py) and its lease. A frontend whose lease has expired is gone: its live
+    Cancel, frontend/fleet/relay.py) and its lease. A frontend whose lease has expired is gone: its live
     generations are swept by the others. Rows outlive their frontend (generations name their owner)."""
 
     __tablename__ = "frontends"

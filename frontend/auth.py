@@ -1,7 +1,8 @@
-"""API-key authentication: `authorization: Bearer <key>` metadata -> tenant.
+"""API-key authentication: `authorization: Bearer <key>` metadata -> tenant, for every transport.
 
-Keys are kept only as sha256 digests. The interceptor resolves the tenant before any handler runs
-and hands it to the handler through a context variable; health and reflection need no key. Admin
+Keys are kept only as sha256 digests. On gRPC an interceptor (frontend/rpc/interceptors.py)
+resolves the tenant before any handler runs and hands it to the handler through a context
+variable; health and reflection need no key. Admin
 calls need an admin key: a tenant's key there is PERMISSION_DENIED, as is an admin key on the
 tenant services (an operator is not a tenant).
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 import contextvars
 import hashlib
 import hmac
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,11 +20,6 @@ import grpc
 
 from control.tenants import TenantEntry
 from frontend.errors import ApiError, unauthenticated
-from frontend.handlers import HandlerInterceptor, Streaming, Unary, responses, rewrap
-
-UNAUTHENTICATED_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
-ADMIN_PREFIX = "/llm.v1.Admin/"
-FETCH_METHOD = "/llm.v1.Admin/FetchArtifactFile"  # also open to the fleet's worker key (fetch_keys)
 
 _current_tenant: contextvars.ContextVar[Tenant] = contextvars.ContextVar("tenant")
 _current_admin: contextvars.ContextVar[str] = contextvars.ContextVar("admin", default="admin")
@@ -36,8 +32,17 @@ class Tenant:
     weight: float  # its share in weighted fair queuing
 
 
+def enter(principal: Tenant | str) -> None:
+    """The running call is the tenant's (a str: an admin call, by that admin; see `current_admin`);
+    the gRPC interceptor (frontend/rpc/interceptors.py) calls this before the handler runs."""
+    if isinstance(principal, Tenant):
+        _current_tenant.set(principal)
+    else:
+        _current_admin.set(principal)
+
+
 def current_tenant() -> Tenant:
-    """The authenticated tenant of the running call (set by AuthInterceptor)."""
+    """The authenticated tenant of the running call."""
     return _current_tenant.get()
 
 
@@ -53,7 +58,7 @@ def _digest(key: str) -> bytes:
 
 class ApiKeyStore:
     """Key digests -> principals: the store's tenants (a cache, `replace`d when the catalog
-    changes, frontend/catalog.py) and this frontend's admin keys (from its config)."""
+    changes, frontend/catalog/cache.py) and this frontend's admin keys (from its config)."""
 
     def __init__(
         self,
@@ -120,53 +125,3 @@ class ApiKeyStore:
             if hmac.compare_digest(candidate, digest):
                 return tenant
         raise unauthenticated("invalid API key")
-
-
-class AuthInterceptor(HandlerInterceptor):
-    def __init__(self, keys: ApiKeyStore) -> None:
-        self._keys = keys
-
-    def wrap(self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
-        if details.method.startswith(UNAUTHENTICATED_PREFIXES):
-            return handler
-        tenant: Tenant | ApiError | str
-        try:
-            if details.method == FETCH_METHOD:
-                tenant = self._keys.authenticate_fetch(details.invocation_metadata)
-            elif details.method.startswith(ADMIN_PREFIX):
-                tenant = self._keys.authenticate_admin(details.invocation_metadata)
-            else:
-                tenant = self._keys.authenticate(details.invocation_metadata)
-        except ApiError as e:
-            tenant = e
-        return _wrap(handler, tenant)
-
-
-def _wrap(handler: grpc.RpcMethodHandler, tenant: Tenant | ApiError | str) -> grpc.RpcMethodHandler:
-    """The same handler, run with the tenant set (a str: an admin call, by that admin), or refused:
-    the ApiError is raised inside the handler, where frontend/error_map.py turns it into the status."""
-
-    def enter() -> None:
-        if isinstance(tenant, ApiError):
-            raise tenant
-        if isinstance(tenant, Tenant):
-            _current_tenant.set(tenant)
-        else:
-            _current_admin.set(tenant)
-
-    def unary(inner: Unary) -> Unary:
-        async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            enter()
-            return await inner(request, context)
-
-        return call
-
-    def streaming(inner: Streaming) -> Streaming:
-        async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            enter()
-            async for item in responses(inner(request, context)):
-                yield item
-
-        return call
-
-    return rewrap(handler, unary, streaming)

@@ -1,12 +1,12 @@
-"""The public API's calls, whatever the transport: the gRPC servicers (frontend/service.py,
+"""The public API's calls, whatever the transport: the gRPC servicers (frontend/rpc/servicers.py,
 converse.py) and the HTTP app (frontend/http/) adapt their wire formats to these, so every rule
 (validation, admission, idempotency by request id, resume, cancel, reads of state and usage) exists
 once. Requests and answers are the protobuf messages of protos/llm/v1: gRPC receives them as they
 are, HTTP transcodes JSON into them (protobuf's JSON mapping) and back.
 
 GenerationCalls  start (validate, resolve, tokenize, admit), open and resume (a Follower,
-                 frontend/reader.py), get, cancel. A generation another frontend runs is
-                 followed and cancelled through its owner (frontend/relay_client.py Forwarding)
+                 frontend/generations/reader.py), get, cancel. A generation another frontend runs is
+                 followed and cancelled through its owner (frontend/fleet/relay_client.py Forwarding)
 UsageCalls       the caller's billed usage in a window
 FrontendCalls    all of them for one frontend (`frontend_calls`), served by both its servers
 """
@@ -25,15 +25,16 @@ import grpc
 
 from config.settings import FrontendSettings
 from frontend.auth import Tenant
+from frontend.catalog.registry import ModelRegistry, ServedVersion
+from frontend.dispatch.worker_pool import WorkerPool
 from frontend.error_map import api_error
 from frontend.errors import ApiError, cursor_expired, draining, invalid_argument
-from frontend.generations import GenerationManager, LiveGeneration, NotRetained
-from frontend.offload import Offload
-from frontend.reader import Follower, Reader
-from frontend.registry import ModelRegistry, ServedVersion
-from frontend.relay_client import Forwarding, RelayStream
-from frontend.run_loop import rejected
-from frontend.validation import (
+from frontend.fleet.relay_client import Forwarding, RelayStream
+from frontend.generations.manager import GenerationManager, LiveGeneration, NotRetained
+from frontend.generations.offload import Offload
+from frontend.generations.reader import Follower, Reader
+from frontend.generations.run_loop import rejected
+from frontend.generations.validation import (
     DEFAULT_LIMITS,
     RequestLimits,
     ValidatedRequest,
@@ -41,7 +42,6 @@ from frontend.validation import (
     check_for_version,
     validate,
 )
-from frontend.worker_pool import WorkerPool
 from lifecycle.reads import TenantUsage, usage_by_tenant
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import usage_pb2

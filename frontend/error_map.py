@@ -1,5 +1,6 @@
-"""The one table from domain errors to API errors (status, ErrorInfo reason, RetryInfo), and the
-server interceptor that applies it to every RPC: servicers raise, they never abort.
+"""The one table from domain errors to API errors (status, ErrorInfo reason, RetryInfo), for gRPC
+(frontend/rpc/interceptors.py applies it to every RPC: servicers raise, they never abort) and HTTP
+(frontend/http/errors.py renders the same ApiError).
 
 Anything not in the table is a bug: the client gets INTERNAL with a generic message (never the
 exception's text) and the log gets the traceback.
@@ -8,7 +9,7 @@ exception's text) and the log gets the traceback.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -36,11 +37,10 @@ from control.errors import (
     VersionNotServable,
     VersionRouted,
 )
+from frontend.admin.push import PushConflict, PushRefused, PushTooLarge
+from frontend.catalog.tokenization import TemplateError
 from frontend.errors import ApiError, cursor_expired, invalid_argument, store_unavailable
-from frontend.handlers import MALFORMED, HandlerInterceptor, Streaming, Unary, responses, rewrap, tolerant
-from frontend.push import PushConflict, PushRefused, PushTooLarge
-from frontend.stream_log import CursorExpired
-from frontend.tokenization import TemplateError
+from frontend.generations.stream_log import CursorExpired
 
 log = logging.getLogger(__name__)
 Code = grpc.StatusCode
@@ -117,7 +117,7 @@ TABLE: dict[type[Exception], Callable[[Any], ApiError]] = {
     # frontend and engine
     TemplateError: lambda e: invalid_argument("TEMPLATE_ERROR", str(e)[:500]),
     CursorExpired: lambda e: cursor_expired(e.generation_id),
-    # pushes (frontend/push.py): a refused one left nothing in the repository
+    # pushes (frontend/admin/push.py): a refused one left nothing in the repository
     PushRefused: lambda e: invalid_argument(e.reason, str(e)[:500]),
     PushTooLarge: lambda e: ApiError(Code.RESOURCE_EXHAUSTED, e.reason, str(e)[:500]),
     PushConflict: lambda e: ApiError(Code.ALREADY_EXISTS, e.reason, str(e)[:500]),
@@ -138,49 +138,3 @@ def api_error(e: Exception) -> ApiError:
             return rule(e)
     log.error("unexpected error", exc_info=e)
     return ApiError(Code.INTERNAL, "INTERNAL", "internal error")
-
-
-class ErrorInterceptor(HandlerInterceptor):
-    """Runs every handler with `api_error` applied to whatever it raises (outermost interceptor, so
-    authentication errors pass through it too)."""
-
-    def wrap(self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
-        return mapped(handler)
-
-
-def mapped(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-    """The same handler, aborting with the mapped status when it raises."""
-
-    def unary(inner: Unary) -> Unary:
-        async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            try:
-                refuse_malformed(request)
-                return await inner(request, context)
-            except grpc.aio.AbortError:
-                raise
-            except Exception as e:
-                await context.abort_with_status(api_error(e).to_status())
-
-        return call
-
-    def streaming(inner: Streaming) -> Streaming:
-        async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            try:
-                refuse_malformed(request)
-                async for item in responses(inner(request, context)):
-                    yield item
-            except grpc.aio.AbortError:
-                raise
-            except Exception as e:
-                await context.abort_with_status(api_error(e).to_status())
-
-        return call
-
-    return rewrap(handler, unary, streaming, tolerant)
-
-
-def refuse_malformed(request: Any) -> None:
-    """INVALID_ARGUMENT for a request whose bytes did not parse (client-streamed messages are
-    checked by their handler, e.g. Converse frames)."""
-    if request is MALFORMED:
-        raise invalid_argument("MALFORMED_REQUEST", "the request message could not be parsed")

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from grpc_health.v1 import health, health_pb2
 
 from frontend.background import Background
-from frontend.registry import ModelRegistry
-from frontend.worker_pool import WorkerPool, ready_workers
+from frontend.catalog.registry import ModelRegistry
+from frontend.dispatch.worker_pool import WorkerPool, ready_workers
 
 log = logging.getLogger(__name__)
 SERVING = health_pb2.HealthCheckResponse.SERVING

@@ -106,8 +106,8 @@ class FrontendMetrics:
         self.registry.register(_StoreCost(meter))
 
     def watch_retention(self, state: Callable[[], tuple[int, int, int]]) -> None:
-        """Exposes the finished generations kept for Resume (frontend/live.py): `state` gives (runs,
-        their logs' bytes, runs forgotten early for the byte budget) at scrape time."""
+        """Exposes the finished generations kept for Resume (frontend/generations/live.py): `state`
+        gives (runs, their logs' bytes, runs forgotten early for the byte budget) at scrape time."""
         self.registry.register(_Retention(state))
 
     def serve(self, listen: str) -> int:

@@ -1,11 +1,11 @@
 """`python -m serving frontend`: a stateless gateway of the fleet, with no workers of its own.
 
 It serves the public API exactly as `make serve`'s frontend does (serving/frontend_node.py) over
-a worker pool kept equal to the store's worker registry (frontend/worker_directory.py), with
+a worker pool kept equal to the store's worker registry (frontend/fleet/worker_directory.py), with
 canaries to the workers its streams run on (serving/stream_canaries.py), registers
-itself in the store with a lease (frontend/membership.py), and serves the internal relay on
-[fleet] relay_listen (frontend/relay.py), through which the other frontends forward Resume and
-Cancel of the generations it runs; it forwards theirs to them (frontend/relay_client.py).
+itself in the store with a lease (frontend/fleet/membership.py), and serves the internal relay on
+[fleet] relay_listen (frontend/fleet/relay.py), through which the other frontends forward Resume and
+Cancel of the generations it runs; it forwards theirs to them (frontend/fleet/relay_client.py).
 
 Model versions: a push or register here records the version and answers once a worker host has
 loaded it; a retirement ends once none advertises it; this frontend adds the READY versions that
@@ -45,17 +45,24 @@ from control.models import ModelVersion, ModelVersionStatus
 from datastore.locks import exclusive
 from datastore.store import Store, open_store
 from frontend.auth import ApiKeyStore
-from frontend.cache_salt import CacheSalts
-from frontend.catalog import CATALOG_WRITES, CatalogCache, read_catalog, seed_catalog, store_url, version_spec
+from frontend.catalog.cache import (
+    CATALOG_WRITES,
+    CatalogCache,
+    read_catalog,
+    seed_catalog,
+    store_url,
+    version_spec,
+)
+from frontend.catalog.registry import ModelRegistry, ServedVersion, load_version
+from frontend.dispatch.worker_client import TritonWorker
+from frontend.dispatch.worker_pool import WorkerPool
 from frontend.errors import ApiError
-from frontend.membership import Membership
-from frontend.registry import ModelRegistry, ServedVersion, load_version
-from frontend.relay import relay_server
-from frontend.relay_client import Forwarding, RelayClient, relay_credential
-from frontend.telemetry import tracer_provider
-from frontend.worker import TritonWorker
-from frontend.worker_directory import WorkerDirectory
-from frontend.worker_pool import WorkerPool
+from frontend.fleet.membership import Membership
+from frontend.fleet.relay import relay_server
+from frontend.fleet.relay_client import Forwarding, RelayClient, relay_credential
+from frontend.fleet.worker_directory import WorkerDirectory
+from frontend.generations.cache_salt import CacheSalts
+from frontend.generations.telemetry import tracer_provider
 from serving.artifact_fetch import repository_fetch
 from serving.frontend_node import FrontendParts, RunningFrontend, make_dispatcher, serve_frontend
 from serving.stream_canaries import StreamCanaries
@@ -222,7 +229,7 @@ class FleetFrontend:
         """Admin's RetireVersion in the fleet, once the version's generations ended: each worker
         host unloads it on its own (serving/version_sync.py); this waits until no live registration
         advertises it, so RETIRED is recorded after the unloads. TimeoutError after [fleet]
-        deploy_timeout_s (the retirement asks again, frontend/rollout.py)."""
+        deploy_timeout_s (the retirement asks again, frontend/admin/rollout.py)."""
 
         async def gone() -> bool:
             return not self._advertised(version_id)

@@ -25,22 +25,22 @@ from config.settings import PlatformConfig
 from contracts.tier import BATCH, INTERACTIVE
 from datastore.meter import StoreMeter
 from datastore.store import Store
-from frontend.admin import AdminService, Deploy
-from frontend.admission import WaitPredictor
+from frontend.admin.push import Repository
+from frontend.admin.rollout import Rollout, Undeploy
+from frontend.admin.service import AdminService, Deploy
 from frontend.auth import ApiKeyStore
-from frontend.cache_salt import CacheSalts
 from frontend.calls import FrontendCalls, frontend_calls
-from frontend.catalog import CatalogCache, read_catalog
-from frontend.generations import GenerationManager
+from frontend.catalog.cache import CatalogCache, read_catalog
+from frontend.catalog.registry import ModelRegistry
+from frontend.dispatch.dispatcher import Dispatcher
+from frontend.dispatch.fair_queue import WaitPredictor
+from frontend.dispatch.worker_pool import WorkerPool
+from frontend.fleet.relay_client import Forwarding
+from frontend.generations.cache_salt import CacheSalts
+from frontend.generations.manager import GenerationManager
 from frontend.http.server import http_server
 from frontend.metrics import FrontendMetrics
-from frontend.push import Repository
-from frontend.registry import ModelRegistry
-from frontend.relay_client import Forwarding
-from frontend.rollout import Rollout, Undeploy
-from frontend.routing import Dispatcher
-from frontend.server import frontend_server
-from frontend.worker_pool import WorkerPool
+from frontend.rpc.server import frontend_server
 
 ROOT = Path(__file__).resolve().parent.parent
 log = logging.getLogger(__name__)

@@ -28,15 +28,15 @@ from artifacts.manifest import remember_checks_in
 from config.loader import check_loopback_only
 from config.settings import PlatformConfig
 from datastore.store import Store, open_store
+from frontend.admin.rollout import Rollout
 from frontend.auth import ApiKeyStore
-from frontend.cache_salt import CacheSalts
-from frontend.catalog import CatalogCache, mark_ready, read_catalog, seed_catalog, store_url
-from frontend.generations import GenerationManager
+from frontend.catalog.cache import CatalogCache, mark_ready, read_catalog, seed_catalog, store_url
+from frontend.catalog.registry import ModelRegistry, ServedVersion
+from frontend.dispatch.worker_pool import WorkerPool
+from frontend.generations.cache_salt import CacheSalts
+from frontend.generations.manager import GenerationManager
+from frontend.generations.telemetry import tracer_provider
 from frontend.metrics import FrontendMetrics
-from frontend.registry import ModelRegistry, ServedVersion
-from frontend.rollout import Rollout
-from frontend.telemetry import tracer_provider
-from frontend.worker_pool import WorkerPool
 from serving.frontend_node import FrontendParts, make_dispatcher, serve_frontend
 from serving.supervisor import Supervisor
 from serving.triton import TritonServer

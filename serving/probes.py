@@ -3,8 +3,8 @@
 
     identity   the server answering on its port is not this launch (serving/triton.py `check`)
     readiness  a model it loaded is not ready (every probe interval)
-    canary     a model silent for the probe interval (frontend/liveness.py) gets a tiny request: one
-               prompt token, one output token. A live model answers within one engine step, with
+    canary     a model silent for the probe interval (frontend/dispatch/worker_liveness.py) gets a tiny
+               request: one prompt token, one output token. A live model answers within one engine step, with
                its admission response or one of the worker's own refusals (capacity: the engine
                loop turned). Triton's own error instead ("stub process is not healthy": the
                Python-backend stub died or is stopped, which Triton still reports as a READY
@@ -23,9 +23,15 @@ from dataclasses import dataclass, field
 
 from contracts import worker as wire
 from contracts.tier import Tier
-from frontend.registry import ServedVersion
-from frontend.worker import TritonWorker, WorkerCapacityError, WorkerError, WorkerLost, WorkerRequest
-from frontend.worker_pool import WorkerHandle
+from frontend.catalog.registry import ServedVersion
+from frontend.dispatch.worker_client import (
+    TritonWorker,
+    WorkerCapacityError,
+    WorkerError,
+    WorkerLost,
+    WorkerRequest,
+)
+from frontend.dispatch.worker_pool import WorkerHandle
 from serving.triton_host import ModelNotReady, TritonError
 from serving.workers import LocalWorker
 
@@ -109,7 +115,7 @@ async def _read_to_the_end(chunks: AsyncIterator[object]) -> None:
 class Canaries:
     """The canaries of one worker client, one in flight per model at most: a model this client
     has heard nothing from for `interval_s` gets one (its answer is a sign of life for every stream
-    of the client to that model, frontend/liveness.py)."""
+    of the client to that model, frontend/dispatch/worker_liveness.py)."""
 
     client: TritonWorker
     name: str  # the worker's, in the canaries' request ids

@@ -1,14 +1,14 @@
 """A fleet frontend's canaries (serving/probes.py `Canaries`) to the workers its streams run on.
 
 A stream waits for its worker's next response only while the model has not been silent, as this
-frontend hears it, for `worker_inactivity_timeout_s` (frontend/liveness.py). A stream may be
+frontend hears it, for `worker_inactivity_timeout_s` (frontend/dispatch/worker_liveness.py). A stream may be
 silent for long on a live worker (a long prompt prefilled over many steps), and a fleet frontend
 shares its workers with other frontends whose traffic it does not hear, nor the worker host's own
 canaries. So, as `make serve`'s supervisor does for its workers, a model this frontend has
 generations on and has heard nothing from for `interval_s` gets a canary: a live model answers it
 within one engine step, which keeps every stream of this frontend to it waiting. A canary that
 fails (Triton's error, a broken stream, no answer within the timeout) holds the worker back
-(suspect, frontend/worker_pool.py) until it heartbeats again; restarting it is its host's job.
+(suspect, frontend/dispatch/worker_pool.py) until it heartbeats again; restarting it is its host's job.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import asyncio
 import logging
 
 from frontend.background import Background
-from frontend.registry import ModelRegistry
-from frontend.worker_pool import WorkerPool
+from frontend.catalog.registry import ModelRegistry
+from frontend.dispatch.worker_pool import WorkerPool
 from serving.probes import Canaries
 
 log = logging.getLogger(__name__)

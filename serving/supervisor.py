@@ -26,7 +26,7 @@ from control.models import WorkerHealth
 from control.workers import VersionPool, WorkerReport, heartbeat, retire_worker
 from datastore.store import Store
 from frontend.background import Background
-from frontend.worker_pool import WorkerPool
+from frontend.dispatch.worker_pool import WorkerPool
 from serving.probes import WorkerProbe
 from serving.workers import LocalWorker
 

@@ -11,7 +11,7 @@ header (Triton's restricted protocols). The key is drawn when the `TritonServer`
 for its life, so a restart keeps the clients that hold it working. Health (server live/ready, model
 ready) stays open: it is what readiness probes ask, and it tells nothing about requests. Triton
 takes the key on its command line, where a local user who can read the process table can see it;
-the tenant's prefix-cache salt never appears there (frontend/cache_salt.py).
+the tenant's prefix-cache salt never appears there (frontend/generations/cache_salt.py).
 
 Identity: a port in use is a start-up error, and each launch gets a random `--id`, which Triton
 reports back as its server metadata's `name` (its API shows no pid). Only a server reporting this

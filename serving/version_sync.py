@@ -35,9 +35,9 @@ from control.rollout import active_generations
 from datastore.locks import exclusive
 from datastore.store import Store
 from frontend.background import Background, every
-from frontend.catalog import CATALOG_WRITES
-from frontend.registry import ModelRegistry, ServedVersion, load_version
-from frontend.worker_pool import WorkerPool
+from frontend.catalog.cache import CATALOG_WRITES
+from frontend.catalog.registry import ModelRegistry, ServedVersion, load_version
+from frontend.dispatch.worker_pool import WorkerPool
 from serving.artifact_fetch import Fetch
 from serving.worker_set import LocalWorkers
 from serving.workers import kv_blocks
@@ -190,7 +190,7 @@ class HostVersions:
 @dataclass(slots=True, eq=False)
 class FrontendVersions:
     store: Store
-    registry: ModelRegistry  # its statuses follow the catalog (frontend/catalog.py)
+    registry: ModelRegistry  # its statuses follow the catalog (frontend/catalog/cache.py)
     source: ArtifactSource
     refresh_s: float
     _attempts: _Attempts = field(default_factory=_Attempts)

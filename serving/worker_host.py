@@ -3,7 +3,7 @@
 the versions assigned to it (its config's `[[models]]`, and every version READY in the store), and
 registers each worker in the store: its advertised address, loaded versions and their KV pools,
 health, and a lease that every heartbeat extends. No frontend is its parent: frontends find it in
-the registry (frontend/worker_directory.py).
+the registry (frontend/fleet/worker_directory.py).
 
 While it runs, its versions follow the store (serving/version_sync.py): one pushed or registered
 anywhere is loaded, one retired is unloaded once its last generation ended. With [fleet]
@@ -27,8 +27,8 @@ from config.loader import require_fleet_keys
 from config.settings import PlatformConfig
 from control.workers import prune_workers
 from datastore.store import Store, open_store
-from frontend.catalog import store_url
-from frontend.worker_pool import WorkerPool
+from frontend.catalog.cache import store_url
+from frontend.dispatch.worker_pool import WorkerPool
 from serving.artifact_fetch import repository_fetch
 from serving.supervisor import Supervisor
 from serving.version_sync import ArtifactSource, HostVersions

@@ -1,7 +1,7 @@
 """The Triton workers one process tree runs (`make serve`'s, or a worker host's, serving/worker_host.py):
 each configured model's artifact verified (or built), the store's other READY versions found again,
 the model repository written, one `tritonserver` per worker started with its versions loaded, and
-the versions recorded READY in the store (control/model_versions.py via frontend/catalog.py).
+the versions recorded READY in the store (control/model_versions.py via frontend/catalog/cache.py).
 
 Worker i serves every configured model with `workers > i`, and every version registered at run time
 (through Admin); its ports are the configured ones plus 100 * i, and its id is `worker_id()`'s.
@@ -16,10 +16,10 @@ from pathlib import Path
 from artifacts.manifest import ArtifactIntegrityError
 from config.settings import ModelSettings, PlatformConfig
 from datastore.store import Store
-from frontend.catalog import mark_ready, served_versions
-from frontend.registry import ServedVersion, load_version
-from frontend.worker import TritonWorker
-from frontend.worker_pool import WorkerHandle
+from frontend.catalog.cache import mark_ready, served_versions
+from frontend.catalog.registry import ServedVersion, load_version
+from frontend.dispatch.worker_client import TritonWorker
+from frontend.dispatch.worker_pool import WorkerHandle
 from serving.artifact_fetch import Fetch
 from serving.triton import TritonServer
 from serving.workers import (
@@ -123,7 +123,7 @@ class LocalWorkers:
     def unload_everywhere(self, version_id: str) -> None:
         """Unloads a version from every worker (blocking); not reloaded when a worker restarts."""
         self.deployments = [(m, v) for m, v in self.deployments if v.version_id != version_id]
-        name = version_id.replace("@", "--", 1)  # frontend/registry.py triton_model_name
+        name = version_id.replace("@", "--", 1)  # frontend/catalog/registry.py triton_model_name
         for worker in self.workers:
             worker.versions = [(m, v) for m, v in worker.versions if v.version_id != version_id]
             if worker.server.repository_index().get(name) in ("LOADING", "READY", "UNLOADING"):

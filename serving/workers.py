@@ -13,7 +13,7 @@ from pathlib import Path
 from config.loader import ConfigError
 from config.settings import DEFAULT_MODEL_SOURCE, ModelSettings, PlatformConfig, WorkerSettings
 from contracts.capacity import DEFAULT_KV_CACHE_BLOCKS
-from frontend.registry import ServedVersion
+from frontend.catalog.registry import ServedVersion
 from serving.triton import TritonServer
 from worker.deployment import ModelDeployment
 

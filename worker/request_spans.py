@@ -5,7 +5,7 @@
              llm.prompt_tokens, llm.cached_tokens, then llm.output_tokens and llm.finish_reason
 
 Its parent is the frontend's `queue` span, named by the W3C `traceparent` the frontend puts in the
-request's parameters (frontend/worker.py), not in the gRPC headers: Triton 2.51 leaves an
+request's parameters (frontend/dispatch/worker_client.py), not in the gRPC headers: Triton 2.51 leaves an
 overlapping stream's `traceparent` header unread now and then (2 of 72 requests, 8 generations at a
 time), and its own InferRequest/compute spans then form a trace of their own. A parameter travels
 in the request itself, so the engine span is always in its generation's trace. A request without

@@ -33,14 +33,14 @@ from starlette.routing import Route
 from config.settings import HttpSettings
 from frontend.auth import ApiKeyStore, Tenant
 from frontend.calls import FrontendCalls
+from frontend.catalog.messages import list_models
+from frontend.dispatch.worker_pool import ready_workers
 from frontend.error_map import api_error
 from frontend.errors import ApiError, invalid_argument
 from frontend.http import openai, openai_answers, transcode
 from frontend.http.errors import HttpError, dumps
 from frontend.http.streams import Document, EventStream
 from frontend.http.transcode import to_json
-from frontend.model_messages import list_models
-from frontend.worker_pool import ready_workers
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import usage_pb2
 

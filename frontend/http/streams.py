@@ -1,4 +1,4 @@
-"""Following a generation over HTTP: ASGI responses that read a Follower (frontend/reader.py).
+"""Following a generation over HTTP: ASGI responses that read a Follower (frontend/generations/reader.py).
 
 EventStream  `text/event-stream`, one frame per event as its renderer writes it (the REST API's
              GenerationEvents, or OpenAI chunks). The status line waits for the first event (at
@@ -9,7 +9,7 @@ Document     the whole stream collected into one JSON document (stream = false).
 
 Both watch the connection while they run: a client that goes away ends the response at once and
 closes its Follower, which starts the generation's disconnect grace period exactly as a gRPC stream
-that ends does (frontend/live.py). Writes are awaited (uvicorn waits while the socket's buffer is
+that ends does (frontend/generations/live.py). Writes are awaited (uvicorn waits while the socket's buffer is
 full), so a client that stops reading holds its cursor back and pauses the run, as on gRPC.
 """
 
@@ -26,8 +26,8 @@ from starlette.types import Receive, Scope, Send
 
 from frontend.error_map import api_error
 from frontend.errors import ApiError
+from frontend.generations.reader import Follower
 from frontend.http.errors import dumps
-from frontend.reader import Follower
 from llm.v1 import generations_pb2 as pb
 
 log = logging.getLogger(__name__)

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from bench.prompts import cut_to_tokens, exact_prompt, pieces, prefixed_prompt, workload_prompt
-from frontend.registry import load_version
-from frontend.tokenization import ModelTokenizer
+from frontend.catalog.registry import load_version
+from frontend.catalog.tokenization import ModelTokenizer
 
 
 @pytest.fixture(scope="module")

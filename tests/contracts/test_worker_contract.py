@@ -11,7 +11,7 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
 from contracts import worker as wire
-from frontend.worker import WorkerRequest, build_inputs
+from frontend.dispatch.worker_client import WorkerRequest, build_inputs
 from prebuild.trtllm import EngineBuild, render_config
 from worker.deployment import ModelDeployment, materialize_repository
 

@@ -12,7 +12,7 @@ from typing import Any
 import grpc
 import pytest
 
-from frontend import generations
+from frontend.generations import manager as generations
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
 from serving.platform import Platform

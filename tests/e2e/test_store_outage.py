@@ -23,7 +23,7 @@ import pytest_asyncio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 
-import frontend.generations
+import frontend.generations.manager
 from config.loader import parse_config
 from frontend.errors import error_info
 from llm.v1 import generations_pb2 as pb
@@ -169,13 +169,13 @@ async def test_new_requests_are_refused_and_health_fails_while_the_store_is_away
 ) -> None:
     o = outage
     admissions: list[str] = []  # the admission transactions the frontend tried (the real one runs)
-    real_admit = frontend.generations.admit
+    real_admit = frontend.generations.manager.admit
 
     def counted_admit(*args: Any, **kwargs: Any) -> Any:
         admissions.append("admit")
         return real_admit(*args, **kwargs)
 
-    monkeypatch.setattr(frontend.generations, "admit", counted_admit)
+    monkeypatch.setattr(frontend.generations.manager, "admit", counted_admit)
     await until(lambda: health_is(o, health_pb2.HealthCheckResponse.SERVING), "SERVING at first")
     await asyncio.to_thread(o.gate.down)
     try:

@@ -12,7 +12,7 @@ import grpc
 import pytest
 
 from config.settings import FrontendSettings
-from frontend.server import frontend_server
+from frontend.rpc.server import frontend_server
 from llm.v1 import models_pb2, models_pb2_grpc
 from llmctl.cli import main as llmctl
 from serving.platform import Platform

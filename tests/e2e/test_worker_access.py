@@ -15,7 +15,7 @@ from tritonclient.grpc import InferRequestedOutput
 from tritonclient.utils import InferenceServerException
 
 from contracts import worker as wire
-from frontend.worker import WorkerChunk, WorkerRequest, build_inputs, parse_response
+from frontend.dispatch.worker_client import WorkerChunk, WorkerRequest, build_inputs, parse_response
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
 from serving.platform import Platform

@@ -13,11 +13,11 @@ import grpc
 from billing.aggregator import UsageAggregator
 from control.tenants import TenantEntry, hash_api_key
 from frontend.auth import ApiKeyStore
-from frontend.generations import GenerationManager
-from frontend.routing import Dispatcher
-from frontend.server import frontend_server
-from frontend.worker import TritonWorker
-from frontend.worker_pool import WorkerHandle, WorkerPool
+from frontend.dispatch.dispatcher import Dispatcher
+from frontend.dispatch.worker_client import TritonWorker
+from frontend.dispatch.worker_pool import WorkerHandle, WorkerPool
+from frontend.generations.manager import GenerationManager
+from frontend.rpc.server import frontend_server
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
 from serving.platform import Platform

@@ -15,9 +15,10 @@ from sqlalchemy.exc import OperationalError
 
 from billing.errors import BillingError, QuotaExceeded, QuotaKind
 from control.errors import ControlError, FencingError, GenerationNotFound
-from frontend.error_map import TABLE, ErrorInterceptor, api_error
+from frontend.error_map import TABLE, api_error
 from frontend.errors import error_info, invalid_argument
-from frontend.server import CappedHealthServicer
+from frontend.rpc.interceptors import ErrorInterceptor
+from frontend.rpc.server import CappedHealthServicer
 from llm.v1 import generations_pb2 as pb
 
 

@@ -9,9 +9,9 @@ from types import SimpleNamespace
 
 from grpc_health.v1 import health, health_pb2
 
+from frontend.catalog.registry import ModelRegistry
+from frontend.dispatch.worker_pool import WorkerHandle, WorkerPool
 from frontend.health import NOT_SERVING, SERVING, HealthCheck
-from frontend.registry import ModelRegistry
-from frontend.worker_pool import WorkerHandle, WorkerPool
 
 V1, V2 = "m@1", "m@2"
 

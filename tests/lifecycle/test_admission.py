@@ -111,7 +111,7 @@ def test_the_callers_refusal_comes_after_the_quotas_and_records_nothing(store: S
 def test_an_admission_retried_after_its_commit_finds_itself_and_reserves_once(store: Store) -> None:
     """A failover breaks the connection after COMMIT: the retry (datastore/retry.py) must not admit
     twice. It finds the generation by request id with the id it was given itself, which is how the
-    frontend tells its own first try from another request's (frontend/generations.py)."""
+    frontend tells its own first try from another request's (frontend/generations/manager.py)."""
     seed(store)
     new = new_generation("r1")
     broke: list[bool] = []

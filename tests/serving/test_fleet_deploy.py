@@ -17,9 +17,9 @@ import pytest
 from config.settings import FleetSettings, FrontendSettings, PlatformConfig
 from control.models import ModelVersion, ModelVersionStatus
 from datastore.store import Store, open_store
+from frontend.catalog.registry import load_version
+from frontend.dispatch.worker_pool import WorkerHandle
 from frontend.errors import ApiError
-from frontend.registry import load_version
-from frontend.worker_pool import WorkerHandle
 from serving.fleet_frontend import FleetFrontend
 
 V = ModelVersionStatus

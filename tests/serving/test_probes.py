@@ -10,9 +10,15 @@ from types import SimpleNamespace
 import pytest
 
 from config.settings import ModelSettings
-from frontend.liveness import Liveness
-from frontend.worker import WorkerCapacityError, WorkerChunk, WorkerError, WorkerLost, WorkerRequest
-from frontend.worker_pool import WorkerHandle
+from frontend.dispatch.worker_client import (
+    WorkerCapacityError,
+    WorkerChunk,
+    WorkerError,
+    WorkerLost,
+    WorkerRequest,
+)
+from frontend.dispatch.worker_liveness import Liveness
+from frontend.dispatch.worker_pool import WorkerHandle
 from serving.probes import CanaryFailed, WorkerProbe, canaries_drained, canary_request, send_canary
 from serving.triton_host import ModelNotReady, TritonError
 from serving.workers import LocalWorker

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from artifacts.manifest import ArtifactIntegrityError
 from datastore.store import open_store
-from frontend.catalog import mark_ready
-from frontend.registry import load_version
+from frontend.catalog.cache import mark_ready
+from frontend.catalog.registry import load_version
 from serving.worker_set import stored_versions
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import asyncio
 
-from frontend.registry import ModelRegistry
-from frontend.worker import WorkerError, WorkerLost
-from frontend.worker_pool import WorkerHandle, WorkerPool
+from frontend.catalog.registry import ModelRegistry
+from frontend.dispatch.worker_client import WorkerError, WorkerLost
+from frontend.dispatch.worker_pool import WorkerHandle, WorkerPool
 from serving.stream_canaries import StreamCanaries
 from tests.serving.test_probes import HANG, VERSION, Clock, FakeClient
 

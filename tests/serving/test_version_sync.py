@@ -18,9 +18,9 @@ from control.models import ModelVersion, ModelVersionStatus
 from control.rollout import begin_retire, finish_retire
 from control.states import GenerationState
 from datastore.store import Store, open_store
-from frontend.catalog import version_spec
-from frontend.registry import ModelRegistry, ServedVersion, load_version
-from frontend.worker_pool import WorkerHandle, WorkerPool
+from frontend.catalog.cache import version_spec
+from frontend.catalog.registry import ModelRegistry, ServedVersion, load_version
+from frontend.dispatch.worker_pool import WorkerHandle, WorkerPool
 from lifecycle.admission import admit
 from lifecycle.termination import finish_queued
 from serving.triton_host import TritonError
