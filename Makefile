@@ -75,7 +75,7 @@ e2e: setup-test
 fleet-e2e: setup-test
 	$(PY) -m pytest -q -p no:cacheprovider -m fleet tests/e2e
 
-# ---- The replicated control store and the Kubernetes manifests (README "Control durability") ----
+# ---- The replicated control store and the Kubernetes manifests (docs/operations.md, "Control durability") ----
 # etcd and Patroni from Debian (apt runs only when one is missing); kubectl for `kubectl kustomize`:
 # the machine's own where there is one, else Debian's kubernetes-client (bookworm has no `kubectl`
 # package). The HA store runs on loopback in var/store-ha/ (python -m serving store-ha ...).

@@ -35,7 +35,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 @dataclass(slots=True, frozen=True)
 class TenantLimits:
-    """A tenant's admission quotas (DESIGN §9 `[[tenants]]`)."""
+    """A tenant's admission quotas (docs/design.md §9 `[[tenants]]`)."""
 
     max_concurrent_generations: int  # live (non-terminal) generations
     max_queued_tokens: int  # reserved (prompt + max output) tokens of live generations

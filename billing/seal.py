@@ -1,4 +1,4 @@
-"""Sealing an attempt's bill at terminalization (DESIGN §4), in the caller's transaction.
+"""Sealing an attempt's bill at terminalization (docs/design.md §4), in the caller's transaction.
 
 The watermark of (generation_id, epoch) is frozen: its billable counts are the attempt's final bill,
 and later reports raise only the observed counts (the operator's estimate). Ending the attempt itself

@@ -1,4 +1,4 @@
-"""The platform's configuration, section by section (DESIGN §9): every key with its default and
+"""The platform's configuration, section by section (docs/design.md §9): every key with its default and
 unit. A section or key left out of the TOML file takes the default written here; config/loader.py
 reads a file into these and checks the values.
 
@@ -117,7 +117,8 @@ class HttpSettings:
 
 @dataclass(slots=True, frozen=True)
 class StoreSettings:
-    """The control store and what the platform does while it is unreachable (README "Store outages")."""
+    """The control store and what the platform does while it is unreachable (docs/operations.md,
+    "When the store is unreachable")."""
 
     # sqlite:///…, postgresql+psycopg://…, or several PostgreSQL hosts (datastore/urls.py)
     url: str = "sqlite:///var/control.sqlite"  # a relative SQLite path is from the repository root

@@ -1,4 +1,4 @@
-"""Cancel intent, persisted before anything else acts on it (DESIGN §4).
+"""Cancel intent, persisted before anything else acts on it (docs/design.md §4).
 
 The frontend then drops a QUEUED generation (`termination.finish_queued`) or tells the worker to stop
 a RUNNING one, whose attempt ends CANCELED through `termination.finish_attempt`.

@@ -1,4 +1,4 @@
-"""Generation states and the one table of allowed transitions (DESIGN §4).
+"""Generation states and the one table of allowed transitions (docs/design.md §4).
 
     QUEUED ──> RUNNING ──> COMPLETED | CANCELED | INTERRUPTED | FAILED
        └──────────────────> CANCELED | FAILED          (never dispatched)

@@ -1,7 +1,7 @@
 """The frontend's Prometheus-format metrics endpoint (`[frontend] metrics_listen`).
 
 Each platform owns its own registry, so several frontends in one process (the tests) never mix
-their figures. Names and units are documented in the README's metrics table.
+their figures. Names and units are documented in docs/observability.md, "Frontend metrics".
 """
 
 from __future__ import annotations

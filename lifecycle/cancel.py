@@ -1,4 +1,4 @@
-"""Cancel intent, persisted before anything else acts on it (DESIGN §4).
+"""Cancel intent, persisted before anything else acts on it (docs/design.md §4).
 
 The caller then stops a RUNNING generation's run, whose attempt ends CANCELED through
 `termination.finish`, or ends a QUEUED one with `termination.finish_queued`.

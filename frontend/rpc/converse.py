@@ -1,4 +1,4 @@
-"""Converse: one bidirectional stream multiplexing several generations of one tenant (DESIGN §3).
+"""Converse: one bidirectional stream multiplexing several generations of one tenant (docs/design.md §3).
 
     request frames --> reader task --> start:  admitted as Generate admits; a pump per generation
                                        cancel: CancelGeneration's semantics (intent persisted first)

@@ -1,4 +1,4 @@
-"""A slow consumer is paused, then cancelled with reason SLOW_CONSUMER (DESIGN §4), over real gRPC,
+"""A slow consumer is paused, then cancelled with reason SLOW_CONSUMER (docs/design.md §4), over real gRPC,
 a real worker and the real store: nothing it was sent is lost, its usage is sealed, and the worker's
 KV blocks return to the pool. (The Converse, ack-driven, path is in test_converse.py.)"""
 

@@ -1,10 +1,10 @@
 """The control store goes away under a live platform, on SQLite and on PostgreSQL, and comes back.
 
-What a client sees (README "Store outages"): new requests are refused UNAVAILABLE/STORE_UNAVAILABLE
-with a RetryInfo within `[store] timeout_s`, never a hang or INTERNAL; health is NOT_SERVING; a
-running generation keeps streaming; its `finished` waits for its final usage to be durable (sealed
-when the store returns within `final_usage_wait_s`), else ends INTERRUPTED with usage not final,
-and the attempt is sealed at that usage once the store is back and its lease has expired.
+What a client sees (docs/operations.md, "When the store is unreachable"): new requests are refused
+UNAVAILABLE/STORE_UNAVAILABLE with a RetryInfo within `[store] timeout_s`, never a hang or INTERNAL;
+health is NOT_SERVING; a running generation keeps streaming; its `finished` waits for its final usage to
+be durable (sealed when the store returns within `final_usage_wait_s`), else ends INTERRUPTED with usage
+not final, and the attempt is sealed at that usage once the store is back and its lease has expired.
 """
 
 from __future__ import annotations

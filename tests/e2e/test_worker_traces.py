@@ -132,8 +132,9 @@ async def test_worker_spans_join_the_generation_trace(
 ) -> None:
     """The worker's engine span is in the generation's trace, under its queue span; Triton's own
     spans of the request name it (`triton.request_id`) and share one trace: the generation's,
-    except when Triton 2.51 leaves the request's traceparent header unread (README "Tracing"; it
-    happened to this one request in a CI run of 2026-12-07), when they form a trace of their own."""
+    except when Triton 2.51 leaves the request's traceparent header unread (docs/observability.md
+    "Tracing"; it happened to this one request in a CI run of 2026-12-07), when they form a trace
+    of their own."""
     async with traced_platform(collector, tmp_path, probe_interval_s=3600.0) as (platform, stub):
         req = pb.GenerateRequest(model="smollm2-135m", prompt="Hi", max_output_tokens=3)
         events = [e async for e in stub.Generate(req, metadata=auth(), timeout=60)]

@@ -1,6 +1,6 @@
 """What one generation costs the shared store (issue 13: several frontends over one PostgreSQL),
 counted with datastore/meter.py on SQLite and PostgreSQL alike. One transaction per step of its
-life, and the statements each runs; the README's figures are these (plus the background work
+life, and the statements each runs; the figures in docs/performance.md are these (plus the background work
 shared by every generation: lease renewals, the sweeper, registry and catalog refreshes).
 
     admit            create (its INSERT says whether it was new), tenant row, version FOR SHARE,

@@ -1,4 +1,4 @@
-"""The worked example (DESIGN §4): a 100-token watermark, a crash at token 120.
+"""The worked example (docs/design.md §4): a 100-token watermark, a crash at token 120.
 
 t=0   admitted (prompt 50, max output 200) and started on w1, lease 30 s
 t=5   report #1: 100 output tokens, flushed: the durable watermark

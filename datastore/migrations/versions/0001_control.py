@@ -1,6 +1,6 @@
 """control tables: tenants, API keys, model versions, alias routes, workers, generations, attempts
 
-Why: the durable half of the platform (DESIGN §4) — generation identity unique per (tenant, request
+Why: the durable half of the platform (docs/design.md §4) — generation identity unique per (tenant, request
 id), execution attempts with epochs and leases, and the registry of model versions and workers.
 
 Revision ID: 0001

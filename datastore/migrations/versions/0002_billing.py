@@ -1,7 +1,7 @@
 """billing tables: usage watermarks and events, reservations, tenant ledgers, rate windows
 
 Why: billing needs durable cumulative watermarks per (generation, epoch) deduplicated by usage-event
-identity and sealed at terminalization, and a tenant ledger for admission (DESIGN §4, §5).
+identity and sealed at terminalization, and a tenant ledger for admission (docs/design.md §4, §5).
 
 Revision ID: 0002
 Revises: 0001
