@@ -9,8 +9,9 @@ catalog/        the served models: versions, alias routes, tokenizers (a store c
 admin/          the Admin service: roll-out, pushes, the model repository, drains
 fleet/          what frontends and worker hosts of a fleet say to each other
 auth.py         API key -> tenant; admin keys
-errors.py       ApiError: what a client sees (status, reason, retry)
-error_map.py    the one table from domain errors to ApiErrors, and the interceptor applying it
+refusals.py     what the frontend itself refuses, by meaning (domain errors, no transport)
+api_errors.py   the one table from every domain error to the ApiError a client sees (status,
+                reason, retry), on gRPC (rpc/interceptors.py) and HTTP (http/errors.py) alike
 health.py       grpc.health.v1: servable or not;  store_health.py: is the store reachable
 metrics.py      the Prometheus endpoint;  background.py: a component's named background task
 """

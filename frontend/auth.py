@@ -16,10 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import grpc
-
 from control.tenants import TenantEntry
-from frontend.errors import ApiError, unauthenticated
+from frontend.refusals import NotAuthenticated, NotPermitted
 
 _current_tenant: contextvars.ContextVar[Tenant] = contextvars.ContextVar("tenant")
 _current_admin: contextvars.ContextVar[str] = contextvars.ContextVar("admin", default="admin")
@@ -83,17 +81,13 @@ class ApiKeyStore:
         """The tenant of a tenant key; PERMISSION_DENIED for an admin key."""
         principal = self._principal(metadata)
         if principal is None:
-            raise ApiError(
-                grpc.StatusCode.PERMISSION_DENIED, "NOT_A_TENANT", "an admin key cannot call tenant services"
-            )
+            raise NotPermitted("NOT_A_TENANT", "an admin key cannot call tenant services")
         return principal
 
     def authenticate_admin(self, metadata: Iterable[tuple[str, Any]] | None) -> str:
         """The admin's name (see `current_admin`) for an admin key; PERMISSION_DENIED for a tenant's key."""
         if self._principal(metadata) is not None:
-            raise ApiError(
-                grpc.StatusCode.PERMISSION_DENIED, "ADMIN_REQUIRED", "this call needs an admin key"
-            )
+            raise NotPermitted("ADMIN_REQUIRED", "this call needs an admin key")
         headers = {
             k: v.decode(errors="replace") if isinstance(v, bytes) else str(v) for k, v in metadata or ()
         }
@@ -114,14 +108,14 @@ class ApiKeyStore:
     def _principal(self, metadata: Iterable[tuple[str, Any]] | None) -> Tenant | None:
         header = next((v for k, v in metadata or () if k == "authorization"), None)
         if header is None:
-            raise unauthenticated("missing authorization metadata (expected 'Bearer <api key>')")
+            raise NotAuthenticated("missing authorization metadata (expected 'Bearer <api key>')")
         if isinstance(header, bytes):
             header = header.decode(errors="replace")
         scheme, _, key = str(header).partition(" ")
         if scheme.lower() != "bearer" or not key.strip():
-            raise unauthenticated("authorization must be 'Bearer <api key>'")
+            raise NotAuthenticated("authorization must be 'Bearer <api key>'")
         digest = _digest(key.strip())
         for candidate, tenant in self._by_digest.items():
             if hmac.compare_digest(candidate, digest):
                 return tenant
-        raise unauthenticated("invalid API key")
+        raise NotAuthenticated("invalid API key")

@@ -21,14 +21,11 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-import grpc
-
 from config.settings import FrontendSettings
+from frontend.api_errors import api_error
 from frontend.auth import Tenant
 from frontend.catalog.registry import ModelRegistry, ServedVersion
 from frontend.dispatch.worker_pool import WorkerPool
-from frontend.error_map import api_error
-from frontend.errors import ApiError, cursor_expired, draining, invalid_argument
 from frontend.fleet.relay_client import Forwarding, RelayStream
 from frontend.generations.manager import GenerationManager, LiveGeneration, NotRetained
 from frontend.generations.offload import Offload
@@ -42,6 +39,7 @@ from frontend.generations.validation import (
     check_for_version,
     validate,
 )
+from frontend.refusals import Draining, EventsExpired, InvalidRequest, NotPermitted
 from lifecycle.reads import TenantUsage, usage_by_tenant
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import usage_pb2
@@ -76,7 +74,7 @@ class GenerationCalls:
 
     async def start(self, tenant: Tenant, request: pb.GenerateRequest) -> LiveGeneration:
         """Validates, resolves, tokenizes and admits a request (Generate, Converse's `start`, HTTP);
-        raises the ApiError of a refusal (frontend/error_map.py)."""
+        raises the ApiError of a refusal (frontend/api_errors.py)."""
         received = (time.time_ns(), time.monotonic())
         try:
             req = validate(request, self.limits)
@@ -121,7 +119,7 @@ class GenerationCalls:
         live = self.manager.retained(tenant.id, generation_id)
         if live is None:
             await self.manager.get(tenant.id, generation_id=generation_id)
-            raise cursor_expired(generation_id)
+            raise EventsExpired(generation_id)
         return live
 
     async def resume(self, tenant: Tenant, request: pb.ResumeRequest) -> Follower:
@@ -139,7 +137,7 @@ class GenerationCalls:
         if self.forwarding is None:
             return None
         if self.manager.draining:
-            raise draining()
+            raise Draining()
         live = self.manager.live
         live.relays += 1  # counted before the first await, so a drain starting now waits for it
         try:
@@ -169,7 +167,7 @@ class GenerationCalls:
 
     async def get(self, tenant: Tenant, request: pb.GetGenerationRequest) -> pb.Generation:
         if request.WhichOneof("key") is None:
-            raise invalid_argument("MISSING_KEY", "one of generation_id or request_id is required")
+            raise InvalidRequest("MISSING_KEY", "one of generation_id or request_id is required")
         return await self.manager.get(
             tenant.id, generation_id=request.generation_id, request_id=request.request_id
         )
@@ -199,13 +197,11 @@ class UsageCalls:
 
     async def get(self, tenant: Tenant, request: usage_pb2.GetUsageRequest) -> usage_pb2.GetUsageResponse:
         if request.tenant and request.tenant != tenant.id:  # admin credentials come with Admin
-            raise ApiError(
-                grpc.StatusCode.PERMISSION_DENIED, "TENANT_MISMATCH", "a tenant may read only its own usage"
-            )
+            raise NotPermitted("TENANT_MISMATCH", "a tenant may read only its own usage")
         start = _time(request, "window_start") or EPOCH
         end = _time(request, "window_end") or datetime.now(UTC)
         if end <= start:
-            raise invalid_argument("INVALID_WINDOW", "window_end must be after window_start")
+            raise InvalidRequest("INVALID_WINDOW", "window_end must be after window_start")
         u = await asyncio.to_thread(self.usage, tenant.id, start, end)
         return usage_pb2.GetUsageResponse(
             tenant=tenant.id,
@@ -225,7 +221,7 @@ def _time(request: usage_pb2.GetUsageRequest, field: str) -> datetime | None:
     try:
         return getattr(request, field).ToDatetime(UTC)
     except (ValueError, OverflowError, OSError) as e:
-        raise invalid_argument("INVALID_WINDOW", f"{field} is not a valid timestamp") from e
+        raise InvalidRequest("INVALID_WINDOW", f"{field} is not a valid timestamp") from e
 
 
 # --- one frontend's calls ----------------------------------------------------------------------

@@ -35,7 +35,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
-import grpc
 from opentelemetry.sdk.trace import SpanProcessor
 
 from config.loader import check_loopback_only, require_fleet_keys
@@ -56,13 +55,13 @@ from frontend.catalog.cache import (
 from frontend.catalog.registry import ModelRegistry, ServedVersion, load_version
 from frontend.dispatch.worker_client import TritonWorker
 from frontend.dispatch.worker_pool import WorkerPool
-from frontend.errors import ApiError
 from frontend.fleet.membership import Membership
 from frontend.fleet.relay import relay_server
 from frontend.fleet.relay_client import Forwarding, RelayClient, relay_credential
 from frontend.fleet.worker_directory import WorkerDirectory
 from frontend.generations.cache_salt import CacheSalts
 from frontend.generations.telemetry import tracer_provider
+from frontend.refusals import Unavailable
 from serving.artifact_fetch import repository_fetch
 from serving.frontend_node import FrontendParts, RunningFrontend, make_dispatcher, serve_frontend
 from serving.stream_canaries import StreamCanaries
@@ -217,11 +216,11 @@ class FleetFrontend:
             return self._advertised(version_id) and await asyncio.to_thread(self._ready, version_id)
 
         if not await self._until(loaded):
-            raise ApiError(
-                grpc.StatusCode.UNAVAILABLE,
+            raise Unavailable(
                 "NOT_LOADED",
                 f"{version_id} is recorded, but no worker host loaded it within "
                 f"{self.cfg.fleet.deploy_timeout_s:.0f}s (their logs say why); it loads when one can",
+                retry_after_s=None,
             )
         log.info("version %s loaded by the worker hosts", version_id)
 

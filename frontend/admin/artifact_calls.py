@@ -11,8 +11,6 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
-import grpc
-
 from artifacts.manifest import MANIFEST, read_manifest
 from control.model_versions import check_route
 from frontend.admin.push import Repository
@@ -22,7 +20,7 @@ from frontend.catalog.cache import manifest_spec, version_spec
 from frontend.catalog.messages import route_message, version_message
 from frontend.catalog.registry import ModelRegistry, ServedVersion, load_version
 from frontend.dispatch.worker_pool import WorkerPool, ready_workers
-from frontend.errors import ApiError, invalid_argument
+from frontend.refusals import InvalidRequest, NotFound, OutOfRange
 from frontend.rpc.handlers import MALFORMED
 from llm.v1 import admin_pb2
 
@@ -50,9 +48,9 @@ class ArtifactCalls:
     ) -> admin_pb2.PushModelVersionResponse:
         first = await anext(aiter(requests), None)
         if first is None or first is MALFORMED or first.WhichOneof("part") != "manifest":
-            raise invalid_argument("MANIFEST_FIRST", "a push starts with the manifest")
+            raise InvalidRequest("MANIFEST_FIRST", "a push starts with the manifest")
         if first.canary_percent > 100:
-            raise invalid_argument("INVALID_ROUTE", "canary_percent must be 0 to 100")
+            raise InvalidRequest("INVALID_ROUTE", "canary_percent must be 0 to 100")
         if first.alias:
             check_route(first.alias, {"-": 1.0})  # a bad alias is refused before any byte is sent
         upload = self.repository.upload(first.manifest)
@@ -66,9 +64,7 @@ class ArtifactCalls:
             if folder is None:
                 async for message in requests:
                     if message is MALFORMED or message.WhichOneof("part") != "chunk":
-                        raise invalid_argument(
-                            "MALFORMED_CHUNK", "after the manifest a push sends file chunks"
-                        )
+                        raise InvalidRequest("MALFORMED_CHUNK", "after the manifest a push sends file chunks")
                     c = message.chunk
                     await asyncio.to_thread(upload.write, c.file, c.offset, c.data)
                 folder = await asyncio.to_thread(upload.finish)
@@ -95,13 +91,11 @@ class ArtifactCalls:
         folder = self._folder(request.version_id)
         manifest = await asyncio.to_thread(read_manifest, folder)
         if request.file != MANIFEST and request.file not in manifest.files:
-            raise invalid_argument("UNKNOWN_FILE", f"{request.file[:128]!r} is not a file of the artifact")
+            raise InvalidRequest("UNKNOWN_FILE", f"{request.file[:128]!r} is not a file of the artifact")
         path = folder / request.file
         size = (await asyncio.to_thread(path.stat)).st_size
         if request.offset > size:
-            raise ApiError(
-                grpc.StatusCode.OUT_OF_RANGE, "OFFSET_PAST_END", f"{request.file} has {size} bytes"
-            )
+            raise OutOfRange("OFFSET_PAST_END", f"{request.file} has {size} bytes")
         with path.open("rb") as f:
             f.seek(request.offset)
             offset = request.offset
@@ -116,7 +110,5 @@ class ArtifactCalls:
         name, _, ver = version_id.partition("@")
         folder = self.repository.root / name / ver
         if not ver or "/" in version_id or ".." in version_id or not (folder / MANIFEST).is_file():
-            raise ApiError(
-                grpc.StatusCode.NOT_FOUND, "VERSION_NOT_FOUND", f"no artifact {version_id[:128]!r}"
-            )
+            raise NotFound("VERSION_NOT_FOUND", f"no artifact {version_id[:128]!r}")
         return folder

@@ -7,7 +7,7 @@ An `Upload` checks the manifest first (format, version derived from the checksum
 artifact's files, every size, the size limit, no other artifact under the same id), then takes each
 file's bytes in order, counting and hashing them as they come. `finish()` checks every size and
 sha256, then renames the staging folder into place: one rename, so the repository never holds a
-partial artifact. Every refusal is a `PushRefused` (frontend/error_map.py: INVALID_ARGUMENT,
+partial artifact. Every refusal is a `PushRefused` (frontend/api_errors.py: INVALID_ARGUMENT,
 RESOURCE_EXHAUSTED for the size limit, ALREADY_EXISTS for a conflict) and `abort()` removes the
 staging folder; so does the next start for an upload a crash cut off. All methods block (file I/O).
 """

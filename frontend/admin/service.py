@@ -37,7 +37,7 @@ from frontend.catalog.cache import CatalogCache
 from frontend.catalog.messages import route_message, version_message
 from frontend.catalog.registry import ModelRegistry, ServedVersion, load_version
 from frontend.dispatch.worker_pool import WorkerHandle, WorkerPool, ready_workers
-from frontend.errors import ApiError, invalid_argument
+from frontend.refusals import InvalidRequest, NotFound, PreconditionFailed
 from llm.v1 import admin_pb2, admin_pb2_grpc, models_pb2
 
 Deploy = Callable[[ServedVersion], Awaitable[None]]  # loads a verified version on the workers
@@ -141,7 +141,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
 
     async def _set_draining(self, worker_id: str, draining: bool) -> admin_pb2.Worker:
         if not await asyncio.to_thread(self.catalog.set_draining, worker_id, draining):
-            raise ApiError(grpc.StatusCode.NOT_FOUND, "WORKER_NOT_FOUND", f"no worker {worker_id[:128]!r}")
+            raise NotFound("WORKER_NOT_FOUND", f"no worker {worker_id[:128]!r}")
         worker = self.pool.workers[worker_id]
         if not draining:
             self.pump()
@@ -183,28 +183,24 @@ def verified_artifact(request: admin_pb2.RegisterModelVersionRequest) -> ServedV
     file checksums (blocking: hashes the weights)."""
     uri = request.artifact_uri.removeprefix("file://")
     if not uri or not Path(uri).is_absolute():
-        raise invalid_argument(
-            "INVALID_ARTIFACT_URI", "artifact_uri must be an absolute path (or file:// URI)"
-        )
+        raise InvalidRequest("INVALID_ARTIFACT_URI", "artifact_uri must be an absolute path (or file:// URI)")
     if len(request.manifest_sha256) != 64:
-        raise invalid_argument("INVALID_CHECKSUM", "manifest_sha256 must be 64 hex digits")
+        raise InvalidRequest("INVALID_CHECKSUM", "manifest_sha256 must be 64 hex digits")
     path = Path(uri)
     try:
         manifest = (path / "manifest.json").read_bytes()
     except OSError as e:
-        raise _precondition("ARTIFACT_NOT_FOUND", f"no artifact manifest at {path}") from e
+        raise PreconditionFailed("ARTIFACT_NOT_FOUND", f"no artifact manifest at {path}") from e
     if hashlib.sha256(manifest).hexdigest() != request.manifest_sha256.lower():
-        raise _precondition("CHECKSUM_MISMATCH", "the artifact's manifest does not match manifest_sha256")
+        raise PreconditionFailed(
+            "CHECKSUM_MISMATCH", "the artifact's manifest does not match manifest_sha256"
+        )
     try:
         version = load_version(path)
     except (ArtifactIntegrityError, OSError, KeyError, ValueError) as e:
-        raise _precondition("ARTIFACT_INVALID", f"the artifact failed verification: {e}") from e
+        raise PreconditionFailed("ARTIFACT_INVALID", f"the artifact failed verification: {e}") from e
     if version.manifest.name != request.name:
-        raise invalid_argument(
+        raise InvalidRequest(
             "NAME_MISMATCH", f"the artifact is model {version.manifest.name!r}, not {request.name[:128]!r}"
         )
     return version
-
-
-def _precondition(reason: str, message: str) -> ApiError:
-    return ApiError(grpc.StatusCode.FAILED_PRECONDITION, reason, message)

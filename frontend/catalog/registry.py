@@ -13,12 +13,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import grpc
-
 from artifacts.manifest import Manifest, verify
+from control.errors import VersionNotServable
 from control.model_versions import pick_target
 from frontend.catalog.tokenization import ModelTokenizer
-from frontend.errors import ApiError, invalid_argument
+from frontend.refusals import InvalidRequest
 
 
 @dataclass(slots=True, frozen=True)
@@ -109,14 +108,10 @@ class ModelRegistry:
             version_id = pick_target(loaded, _draw(key)) if loaded else None
         version = self.versions.get(version_id) if version_id is not None else None
         if version_id is None or version is None:
-            raise invalid_argument("UNKNOWN_MODEL", f"unknown model {model[:128]!r}", model=model[:128])
+            raise InvalidRequest("UNKNOWN_MODEL", f"unknown model {model[:128]!r}", model=model[:128])
         status = self.status(version_id)
         if status in ("DRAINING", "RETIRED"):  # retiring or retired: no new pins
-            raise ApiError(
-                grpc.StatusCode.FAILED_PRECONDITION,
-                "VERSION_NOT_SERVABLE",
-                f"model version {version_id} is {status}",
-            )
+            raise VersionNotServable(version_id, status)
         return version
 
     def status(self, version_id: str) -> str:

@@ -21,8 +21,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-import grpc
-
 from contracts.tier import Tier
 from frontend.dispatch.fair_queue import FairQueue, Ticket, WaitPredictor
 from frontend.dispatch.worker_client import (
@@ -33,7 +31,7 @@ from frontend.dispatch.worker_client import (
     WorkerRequest,
 )
 from frontend.dispatch.worker_pool import WorkerHandle, WorkerPool
-from frontend.errors import ApiError, unavailable
+from frontend.refusals import InternalFailure, Unavailable
 
 log = logging.getLogger(__name__)
 REFUSED_BACKOFF_S = 0.05  # first wait after every worker refused for memory (doubling, to 1 s)
@@ -75,7 +73,7 @@ class Dispatcher:
         )
         allowed = self.queue_wait_s[ticket.tier]
         if wait > allowed:
-            raise unavailable(
+            raise Unavailable(
                 "QUEUE_DEADLINE",
                 f"predicted queue wait {wait:.1f}s exceeds the {_tier(ticket.tier)} allowance {allowed:.1f}s"
                 + (" (the BATCH tier accepts longer waits)" if ticket.tier == Tier.INTERACTIVE else ""),
@@ -178,9 +176,7 @@ class Dispatcher:
                     worker = await self._acquire(ticket, version_id, deadline)
                 except WorkerError as e:
                     await chunks.aclose()
-                    raise ApiError(
-                        grpc.StatusCode.INTERNAL, "WORKER_REJECTED", f"the worker rejected the request: {e}"
-                    ) from e
+                    raise InternalFailure("WORKER_REJECTED", f"the worker rejected the request: {e}") from e
             try:
                 yield Dispatched(worker, chunks, first)
             finally:
@@ -197,14 +193,14 @@ class Dispatcher:
         self.arrived(ticket.generation_id)  # from here it waits in the queue, or is refused
         routable = self.pool.routable(version_id)
         if not routable:
-            raise unavailable("NO_WORKER", f"no ready worker holds {version_id} now")
+            raise Unavailable("NO_WORKER", f"no ready worker holds {version_id} now")
         if ticket.blocks > max(w.capacity[version_id] for w in routable):
-            raise unavailable(
+            raise Unavailable(
                 "WORKER_CAPACITY", f"needs {ticket.blocks} KV blocks, more than any worker's pool holds"
             )
         cap = max(w.tenant_cap(version_id, self.pool.tenant_share) for w in routable)
         if ticket.blocks > cap:
-            raise unavailable(
+            raise Unavailable(
                 "TENANT_KV_SHARE",
                 f"needs {ticket.blocks} KV blocks; one tenant may hold at most {cap} of a worker's pool",
             )
@@ -220,7 +216,7 @@ class Dispatcher:
             if future.done():  # handed room just as the allowance ran out
                 return future.result()
             free = max((w.free_blocks(version_id) for w in self.pool.routable(version_id)), default=0)
-            raise unavailable(
+            raise Unavailable(
                 "WORKER_CAPACITY",
                 f"needs {ticket.blocks} KV blocks and no worker had them free (within the tenant's "
                 f"share) in the {_tier(ticket.tier)} allowance ({allowed:.1f}s; the most free now is {free})",
@@ -268,7 +264,7 @@ def _tier(tier: Tier) -> str:
     return tier.name.lower()
 
 
-def _refused(e: BaseException) -> ApiError:
+def _refused(e: BaseException) -> Unavailable:
     if isinstance(e, WorkerCapacityError):
-        return unavailable("WORKER_CAPACITY", f"no worker capacity for this request now: {e}")
-    return unavailable("WORKER_UNAVAILABLE", "no worker could take the request")
+        return Unavailable("WORKER_CAPACITY", f"no worker capacity for this request now: {e}")
+    return Unavailable("WORKER_UNAVAILABLE", "no worker could take the request")

@@ -8,7 +8,7 @@ public one.
 A call needs the relay credential (derived from [fleet] frontend_key, not a tenant's key) and names
 the tenant its caller authenticated; every tenant rule then applies as on the public API (another
 tenant's generation is NOT_FOUND). The relay answers only for what this frontend holds: it never
-forwards again. Errors are the public table's (frontend/error_map.py), so the forwarding frontend
+forwards again. Errors are the public table's (frontend/api_errors.py), so the forwarding frontend
 passes them on unchanged.
 """
 
@@ -23,8 +23,8 @@ import grpc
 
 from frontend.auth import Tenant
 from frontend.calls import GenerationCalls
-from frontend.errors import ApiError, unauthenticated
 from frontend.fleet.relay_client import KEY_HEADER, SERVICE, TENANT_HEADER
+from frontend.refusals import InvalidRequest, NotAuthenticated
 from frontend.rpc.handlers import HandlerInterceptor, Streaming, Unary, responses, rewrap
 from frontend.rpc.interceptors import ErrorInterceptor
 from llm.v1 import generations_pb2 as pb
@@ -47,7 +47,7 @@ class RelayAuth(HandlerInterceptor):
     def wrap(self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
         given = next((v for k, v in details.invocation_metadata or () if k == KEY_HEADER), "")
         given_bytes = given if isinstance(given, bytes) else str(given).encode()
-        refusal = None if hmac.compare_digest(given_bytes, self._credential) else unauthenticated("relay")
+        refusal = None if hmac.compare_digest(given_bytes, self._credential) else NotAuthenticated("relay")
 
         def unary(inner: Unary) -> Unary:
             async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
@@ -107,7 +107,7 @@ class RelayService:
 def _tenant(context: grpc.aio.ServicerContext) -> Tenant:
     tenant_id = _header(context, TENANT_HEADER)
     if not tenant_id:
-        raise ApiError(grpc.StatusCode.INVALID_ARGUMENT, "MISSING_TENANT", "a relayed call names its tenant")
+        raise InvalidRequest("MISSING_TENANT", "a relayed call names its tenant")
     return Tenant(tenant_id, 1.0)  # the weight is not used by Resume or Cancel
 
 

@@ -29,8 +29,9 @@ from grpc_status import rpc_status
 
 from control.frontends import Owner, generation_owner
 from datastore.store import Store
+from frontend.api_errors import ApiError, relayed
 from frontend.auth import Tenant
-from frontend.errors import ApiError, relayed, unavailable
+from frontend.refusals import EventsExpired, Refusal, Unavailable
 from llm.v1 import generations_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -53,18 +54,17 @@ def failure(e: grpc.aio.AioRpcError) -> ApiError | None:
     return relayed(status) if status is not None else None
 
 
-def owner_gone(owner: Owner) -> ApiError:
+def owner_gone(owner: Owner) -> Refusal:
     """The answer for a generation whose owner is gone: its recorded state."""
     state = str(owner.state)
     if owner.state.terminal:
-        return ApiError(
-            grpc.StatusCode.OUT_OF_RANGE,
-            "CURSOR_EXPIRED",
+        return EventsExpired(
+            owner.generation_id,
             f"generation {owner.generation_id} ended {state}; the frontend that ran it is gone, and its "
             "events with it: GetGeneration reports its state and usage",
-            {"generation_id": owner.generation_id, "state": state},
+            state=state,
         )
-    return unavailable(
+    return Unavailable(
         "OWNER_UNAVAILABLE",
         f"the frontend running generation {owner.generation_id} ({state}) does not answer; once its "
         "lease expires the generation is recorded INTERRUPTED",
@@ -121,7 +121,7 @@ class RelayStream:
         self,
         call: grpc.aio.UnaryStreamCall,
         generation_id: str,
-        unreachable: Callable[[], Awaitable[ApiError]],
+        unreachable: Callable[[], Awaitable[Exception]],
     ) -> None:
         self.call = call
         self._generation_id = generation_id
@@ -145,7 +145,7 @@ class RelayStream:
             log.warning("generation %s: relay to its owner failed (%s)", self._generation_id, e.code().name)
             if not seen:
                 raise await self._unreachable() from None
-            raise unavailable(
+            raise Unavailable(
                 "OWNER_LOST", "the frontend running this generation went away; Resume from the last sequence"
             ) from None
 
@@ -189,7 +189,7 @@ class Forwarding:
         if not owner.relay_address:
             raise owner_gone(owner)
 
-        async def unreachable() -> ApiError:
+        async def unreachable() -> Exception:
             return owner_gone(await self.owner(tenant.id, request.generation_id))
 
         call = self.relay.resume(owner.relay_address, tenant, request)

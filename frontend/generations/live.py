@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from control.attempts import Lease
-from frontend.errors import ApiError
+from frontend.api_errors import ApiError
 from frontend.generations.stream_log import EventLog
 from frontend.generations.telemetry import GenerationObserver
 

@@ -29,10 +29,10 @@ from control.generations import NewGeneration
 from control.states import GenerationState
 from datastore.retry import retrying
 from datastore.store import Store
+from frontend.api_errors import ApiError
 from frontend.auth import Tenant
 from frontend.catalog.registry import ServedVersion
 from frontend.dispatch.dispatcher import Dispatcher
-from frontend.errors import ApiError, draining, store_unavailable
 from frontend.generations.cache_salt import CacheSalts
 from frontend.generations.leases import LeaseKeeper
 from frontend.generations.live import LiveGeneration, LiveRegistry
@@ -43,6 +43,7 @@ from frontend.generations.stream_log import EventLog
 from frontend.generations.telemetry import observe_generation
 from frontend.generations.validation import ValidatedRequest
 from frontend.metrics import FrontendMetrics
+from frontend.refusals import Draining, Refusal, StoreUnavailable
 from frontend.store_health import StoreProbe
 from lifecycle.admission import admit
 from lifecycle.cancel import request_cancel
@@ -147,7 +148,7 @@ class GenerationManager:
         """Admits the request (QUEUED) and starts its run, or attaches to the generation its request
         id already names. `received`: (time_ns, monotonic s) it arrived, for its trace."""
         if self.draining:
-            raise draining()
+            raise Draining()
         self.live.admitting += 1  # counted before the first await: a drain beginning meanwhile waits
         try:
             return await self._start(tenant, req, version, prompt_ids, received)
@@ -164,7 +165,7 @@ class GenerationManager:
     ) -> LiveGeneration:
         received_ns, received_s = received or (time.time_ns(), time.monotonic())
         if not self.store_probe.available:  # refused at once, not after the store's timeout
-            raise store_unavailable()
+            raise StoreUnavailable()
         self.live.forget_expired()
         new_id = uuid.uuid4().hex
         new = NewGeneration(
@@ -194,7 +195,7 @@ class GenerationManager:
         try:  # the queue deadline is checked after the tenant's quotas, in the same transaction
             self.dispatcher.check_deadline(ticket)
             late = None
-        except ApiError as e:
+        except Refusal as e:
             late = e
         self.dispatcher.arriving(ticket)  # from its QUEUED record on, GetGeneration shows its place
         task: asyncio.Task[None] | None = None

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from frontend.errors import unavailable
+from frontend.refusals import Unavailable
 
 T = TypeVar("T")
 
@@ -23,7 +23,7 @@ class Offload:
     async def run(self, fn: Callable[..., T], *args: object) -> T:
         """fn(*args) on a worker thread; UNAVAILABLE (TOKENIZER_BUSY) when too many wait already."""
         if self._pending >= self.max_pending:
-            raise unavailable("TOKENIZER_BUSY", "too many requests are being tokenized; retry shortly")
+            raise Unavailable("TOKENIZER_BUSY", "too many requests are being tokenized; retry shortly")
         self._pending += 1
         try:
             return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)

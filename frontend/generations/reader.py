@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from typing import Protocol
 
-from frontend.errors import ApiError, cursor_expired
 from frontend.generations.manager import GenerationManager, LiveGeneration
 from frontend.generations.stream_log import CursorExpired
+from frontend.refusals import EventsExpired
 from llm.v1 import generations_pb2 as pb
 
 
@@ -43,7 +43,7 @@ class Reader:
         try:
             self.cursor = live.log.attach(after)
         except CursorExpired as e:
-            raise cursor_expired(live.generation_id) from e
+            raise EventsExpired(live.generation_id) from e
         self.live = live
         self.after = after
         self._manager = manager
@@ -57,13 +57,13 @@ class Reader:
 
     async def events(self) -> AsyncGenerator[pb.GenerationEvent, None]:
         live = self.live
-        error: ApiError | None = None
+        error: Exception | None = None
         try:
             async for event in live.log.follow(self.after, self.cursor):
                 live.log.advance(self.cursor, event.sequence)
                 yield event
         except CursorExpired:
-            error = cursor_expired(live.generation_id)
+            error = EventsExpired(live.generation_id)
         if error is None and live.error is not None and not live.finished:
             error = live.error
         live.delivered = True  # this follower reached its end

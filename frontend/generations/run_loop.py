@@ -38,13 +38,13 @@ from control.states import GenerationState
 from control.termination import LEASE_EXPIRED, WORKER_LOST
 from datastore.retry import retrying
 from datastore.store import Store
+from frontend.api_errors import ApiError, api_error
 from frontend.dispatch.dispatcher import Dispatcher
 from frontend.dispatch.fair_queue import Ticket
-from frontend.error_map import api_error
-from frontend.errors import ApiError
 from frontend.generations.live import LiveGeneration, LiveRegistry
 from frontend.generations.run import GenerationRun
 from frontend.metrics import FrontendMetrics
+from frontend.refusals import Refusal
 from lifecycle.attempts import Dispatch, start_attempt
 from lifecycle.termination import finish, finish_queued, interrupt, withdraw_queued
 from llm.v1 import generations_pb2 as pb
@@ -138,8 +138,8 @@ class RunLoop:
                     live.log.append(event)
                     live.finished = True
                     obs.finished(event.finished.reason, event.finished.usage)
-            except ApiError as e:  # refused before any event: the client gets the status
-                live.error = e
+            except Refusal as refused:  # refused before any event: the client gets the status
+                live.error = e = api_error(refused)
                 obs.refused(e.reason)
                 rejected(self.metrics, e)
                 await asyncio.to_thread(self._end, live, GenerationState.FAILED, e.reason)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from contracts.sampling import GREEDY_BELOW_TEMPERATURE, TOP_K_OFF, TOP_P_OFF
 from contracts.tier import Tier
 from frontend.catalog.tokenization import ROLES, Message
-from frontend.errors import ApiError, invalid_argument
+from frontend.refusals import InvalidRequest
 from llm.v1 import generations_pb2 as pb
 
 MAX_REQUEST_ID_CHARS = 128
@@ -54,38 +54,38 @@ class ValidatedRequest:
 
 def validate(req: pb.GenerateRequest, limits: RequestLimits = DEFAULT_LIMITS) -> ValidatedRequest:
     if len(req.request_id) > MAX_REQUEST_ID_CHARS:
-        raise invalid_argument(
+        raise InvalidRequest(
             "INVALID_REQUEST_ID", f"request_id is longer than {MAX_REQUEST_ID_CHARS} characters"
         )
     if not req.model:
-        raise invalid_argument("MISSING_MODEL", "model is required (an alias or name@version)")
+        raise InvalidRequest("MISSING_MODEL", "model is required (an alias or name@version)")
     prompt: str | None = None
     messages: tuple[Message, ...] | None = None
     which = req.WhichOneof("input")
     if which == "prompt":
         if not req.prompt:
-            raise invalid_argument("EMPTY_INPUT", "prompt is empty")
+            raise InvalidRequest("EMPTY_INPUT", "prompt is empty")
         if len(req.prompt) > limits.max_prompt_chars:
-            raise invalid_argument(
+            raise InvalidRequest(
                 "INPUT_TOO_LONG", f"prompt is longer than {limits.max_prompt_chars} characters"
             )
         prompt = req.prompt
     elif which == "messages":
         if len(req.messages.messages) > limits.max_messages:
-            raise invalid_argument("TOO_MANY_MESSAGES", f"more than {limits.max_messages} messages")
+            raise InvalidRequest("TOO_MANY_MESSAGES", f"more than {limits.max_messages} messages")
         if sum(len(m.content) for m in req.messages.messages) > limits.max_prompt_chars:
-            raise invalid_argument(
+            raise InvalidRequest(
                 "INPUT_TOO_LONG", f"messages are longer than {limits.max_prompt_chars} characters"
             )
         messages = tuple(_message(i, m) for i, m in enumerate(req.messages.messages))
         if not messages:
-            raise invalid_argument("EMPTY_INPUT", "messages is empty")
+            raise InvalidRequest("EMPTY_INPUT", "messages is empty")
     else:
-        raise invalid_argument("EMPTY_INPUT", "one of prompt or messages is required")
+        raise InvalidRequest("EMPTY_INPUT", "one of prompt or messages is required")
     try:
         tier = Tier(req.tier or Tier.INTERACTIVE)  # TIER_UNSPECIFIED is INTERACTIVE
     except ValueError:
-        raise invalid_argument("INVALID_TIER", f"unknown tier {req.tier}") from None
+        raise InvalidRequest("INVALID_TIER", f"unknown tier {req.tier}") from None
     return ValidatedRequest(
         request_id=req.request_id,
         model=req.model,
@@ -98,13 +98,13 @@ def validate(req: pb.GenerateRequest, limits: RequestLimits = DEFAULT_LIMITS) ->
 
 def _message(index: int, m: pb.ChatMessage) -> Message:
     if m.role not in ROLES:
-        raise invalid_argument("INVALID_MESSAGE", f"messages[{index}].role must be one of {', '.join(ROLES)}")
+        raise InvalidRequest("INVALID_MESSAGE", f"messages[{index}].role must be one of {', '.join(ROLES)}")
     return Message(m.role, m.content)
 
 
 def _params(req: pb.GenerateRequest) -> GenerationParams:
     if req.max_output_tokens < 1:
-        raise invalid_argument("INVALID_MAX_OUTPUT_TOKENS", "max_output_tokens must be at least 1")
+        raise InvalidRequest("INVALID_MAX_OUTPUT_TOKENS", "max_output_tokens must be at least 1")
     s = req.sampling
     temperature = s.temperature if s.HasField("temperature") else 0.0
     top_p = s.top_p if s.HasField("top_p") else TOP_P_OFF
@@ -136,8 +136,8 @@ def _params(req: pb.GenerateRequest) -> GenerationParams:
     )
 
 
-def _sampling(field: str, rule: str) -> ApiError:
-    return invalid_argument("INVALID_SAMPLING", f"sampling.{field} {rule}", field=field)
+def _sampling(field: str, rule: str) -> InvalidRequest:
+    return InvalidRequest("INVALID_SAMPLING", f"sampling.{field} {rule}", field=field)
 
 
 def check_for_version(params: GenerationParams, vocab_size: int) -> None:
@@ -148,9 +148,9 @@ def check_for_version(params: GenerationParams, vocab_size: int) -> None:
 
 def check_context(prompt_tokens: int, max_output_tokens: int, context_length: int) -> None:
     if prompt_tokens == 0:
-        raise invalid_argument("EMPTY_INPUT", "the input tokenizes to no tokens")
+        raise InvalidRequest("EMPTY_INPUT", "the input tokenizes to no tokens")
     if prompt_tokens + max_output_tokens > context_length:
-        raise invalid_argument(
+        raise InvalidRequest(
             "CONTEXT_LENGTH_EXCEEDED",
             f"prompt ({prompt_tokens} tokens) + max_output_tokens ({max_output_tokens}) exceeds "
             f"the model's context of {context_length} tokens",

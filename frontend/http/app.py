@@ -1,6 +1,6 @@
 """The HTTP app: routes that adapt HTTP/JSON to the shared calls (frontend/calls.py), as the gRPC
 servicers adapt protobuf. Tenant services need `Authorization: Bearer <api key>`, checked by the
-same key store as gRPC's metadata; errors are mapped by frontend/error_map.py's table and rendered
+same key store as gRPC's metadata; errors are mapped by frontend/api_errors.py's table and rendered
 by frontend/http/errors.py. /openapi.json and /healthz (SERVING while a model version has a ready
 worker and the control store is reachable) need no key.
 
@@ -23,7 +23,6 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import grpc
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
@@ -31,16 +30,16 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from config.settings import HttpSettings
+from frontend.api_errors import ApiError, api_error
 from frontend.auth import ApiKeyStore, Tenant
 from frontend.calls import FrontendCalls
 from frontend.catalog.messages import list_models
 from frontend.dispatch.worker_pool import ready_workers
-from frontend.error_map import api_error
-from frontend.errors import ApiError, invalid_argument
 from frontend.http import openai, openai_answers, transcode
 from frontend.http.errors import HttpError, dumps
 from frontend.http.streams import Document, EventStream
 from frontend.http.transcode import to_json
+from frontend.refusals import Exhausted, InvalidRequest, NotFound, Refusal, Unsupported
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import usage_pb2
 
@@ -98,7 +97,7 @@ class HttpApi:
         try:
             return json.loads(b"".join(chunks))
         except (ValueError, UnicodeDecodeError):
-            raise invalid_argument("MALFORMED_REQUEST", "the request body is not valid JSON") from None
+            raise InvalidRequest("MALFORMED_REQUEST", "the request body is not valid JSON") from None
 
     @staticmethod
     def mapped(refusal: Callable[[ApiError, int | None], Response]) -> Callable[[Endpoint], Endpoint]:
@@ -109,12 +108,10 @@ class HttpApi:
                 try:
                     return await endpoint(request)
                 except TooLarge:
-                    error = ApiError(
-                        grpc.StatusCode.RESOURCE_EXHAUSTED,
-                        "REQUEST_TOO_LARGE",
-                        "the request body is larger than [frontend] max_request_bytes",
+                    too_large = Exhausted(
+                        "REQUEST_TOO_LARGE", "the request body is larger than [frontend] max_request_bytes"
                     )
-                    return refusal(error, 413)
+                    return refusal(api_error(too_large), 413)
                 except ClientDisconnect:
                     return Response(status_code=499)
                 except HTTPException:
@@ -278,9 +275,9 @@ def http_app(calls: FrontendCalls, keys: ApiKeyStore, settings: HttpSettings, ma
 
     async def not_found(request: Request, exc: Exception) -> Response:
         status = getattr(exc, "status_code", 404)
-        reason = "NOT_FOUND" if status == 404 else "METHOD_NOT_ALLOWED"
-        code = grpc.StatusCode.NOT_FOUND if status == 404 else grpc.StatusCode.UNIMPLEMENTED
-        error = ApiError(code, reason, "no such route" if status == 404 else "method not allowed")
-        return rest_error(error, status)
+        refused: Refusal = NotFound("NOT_FOUND", "no such route")
+        if status != 404:
+            refused = Unsupported("METHOD_NOT_ALLOWED", "method not allowed")
+        return rest_error(api_error(refused), status)
 
     return Starlette(routes=app_routes, exception_handlers={404: not_found, 405: not_found})

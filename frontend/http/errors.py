@@ -1,6 +1,6 @@
 """API errors over HTTP: the conventional status of each gRPC code (google.rpc.Code's own HTTP
 mapping), `Retry-After` where the status carries a RetryInfo, and a JSON body with the same
-ErrorInfo reason as on gRPC. The error itself comes from the one table (frontend/error_map.py).
+ErrorInfo reason as on gRPC. The error itself comes from the one table (frontend/api_errors.py).
 
 REST API (Google's JSON error shape, the google.rpc.Status details in protobuf's JSON mapping):
 
@@ -22,7 +22,7 @@ import grpc
 from google.protobuf import json_format
 from google.rpc import error_details_pb2
 
-from frontend.errors import ApiError
+from frontend.api_errors import ApiError
 
 Code = grpc.StatusCode
 HTTP_STATUS = {

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from frontend.errors import ApiError, invalid_argument
+from frontend.refusals import InvalidRequest
 from llm.v1 import generations_pb2 as pb
 
 OPENAI_DEFAULT_TEMPERATURE = 1.0
@@ -47,12 +47,12 @@ UNSUPPORTED = {  # parameter -> the values that ask for nothing (accepted)
 }
 
 
-def unsupported(name: str, message: str) -> ApiError:
-    return invalid_argument("UNSUPPORTED_PARAMETER", message, field=name)
+def unsupported(name: str, message: str) -> InvalidRequest:
+    return InvalidRequest("UNSUPPORTED_PARAMETER", message, field=name)
 
 
-def bad(name: str, rule: str) -> ApiError:
-    return invalid_argument("INVALID_PARAMETER", f"{name} {rule}", field=name)
+def bad(name: str, rule: str) -> InvalidRequest:
+    return InvalidRequest("INVALID_PARAMETER", f"{name} {rule}", field=name)
 
 
 @dataclass(slots=True, frozen=True)
@@ -99,7 +99,7 @@ def completion_request(
 
 def _object(doc: Any) -> dict[str, Any]:
     if not isinstance(doc, dict):
-        raise invalid_argument("MALFORMED_REQUEST", "the request body must be a JSON object")
+        raise InvalidRequest("MALFORMED_REQUEST", "the request body must be a JSON object")
     for name, accepted in UNSUPPORTED.items():
         value = doc.get(name)
         if not any(value == a and type(value) is type(a) for a in accepted):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from frontend.errors import ApiError
+from frontend.api_errors import ApiError
 from frontend.http.errors import HttpError, dumps
 from frontend.http.openai import Options
 from llm.v1 import generations_pb2 as pb

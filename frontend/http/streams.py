@@ -24,8 +24,7 @@ from typing import Any, Protocol
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from frontend.error_map import api_error
-from frontend.errors import ApiError
+from frontend.api_errors import ApiError, api_error
 from frontend.generations.reader import Follower
 from frontend.http.errors import dumps
 from llm.v1 import generations_pb2 as pb

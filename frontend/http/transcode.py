@@ -15,8 +15,9 @@ from typing import Any, TypeVar
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from frontend.errors import ApiError, invalid_argument
+from frontend.api_errors import ApiError
 from frontend.http.errors import HttpError, dumps
+from frontend.refusals import InvalidRequest
 from llm.v1 import generations_pb2 as pb
 
 M = TypeVar("M", bound=Message)
@@ -32,11 +33,11 @@ def to_json(message: Message) -> dict[str, Any]:
 def parse(doc: Any, message: M) -> M:
     """`doc` (decoded JSON) into `message`; INVALID_ARGUMENT MALFORMED_REQUEST when it does not fit."""
     if not isinstance(doc, dict):
-        raise invalid_argument("MALFORMED_REQUEST", "the request body must be a JSON object")
+        raise InvalidRequest("MALFORMED_REQUEST", "the request body must be a JSON object")
     try:
         return json_format.ParseDict(doc, message)
     except json_format.ParseError as e:
-        raise invalid_argument("MALFORMED_REQUEST", str(e)[:MAX_PARSE_ERROR_CHARS]) from None
+        raise InvalidRequest("MALFORMED_REQUEST", str(e)[:MAX_PARSE_ERROR_CHARS]) from None
 
 
 def header_request_id(headers: Mapping[str, str]) -> str:
@@ -44,7 +45,7 @@ def header_request_id(headers: Mapping[str, str]) -> str:
     must agree when both are sent."""
     given = {headers[h] for h in REQUEST_ID_HEADERS if h in headers}
     if len(given) > 1:
-        raise invalid_argument(
+        raise InvalidRequest(
             "CONFLICTING_REQUEST_ID", "Idempotency-Key and X-Request-Id name different request ids"
         )
     return given.pop() if given else ""
@@ -53,22 +54,22 @@ def header_request_id(headers: Mapping[str, str]) -> str:
 def generate_request(doc: Any, headers: Mapping[str, str]) -> tuple[pb.GenerateRequest, bool]:
     """POST /v1/generations: (the GenerateRequest, whether to stream)."""
     if not isinstance(doc, dict):
-        raise invalid_argument("MALFORMED_REQUEST", "the request body must be a JSON object")
+        raise InvalidRequest("MALFORMED_REQUEST", "the request body must be a JSON object")
     doc = dict(doc)
     stream = doc.pop("stream", False)
     if not isinstance(stream, bool):
-        raise invalid_argument("MALFORMED_REQUEST", "stream must be true or false")
+        raise InvalidRequest("MALFORMED_REQUEST", "stream must be true or false")
     if "input" in doc:
         given = doc.pop("input")
         if "prompt" in doc or "messages" in doc:
-            raise invalid_argument("MALFORMED_REQUEST", "input stands for prompt or messages: send one")
+            raise InvalidRequest("MALFORMED_REQUEST", "input stands for prompt or messages: send one")
         doc["prompt" if isinstance(given, str) else "messages"] = given
     if isinstance(doc.get("messages"), list):
         doc["messages"] = {"messages": doc["messages"]}
     request = parse(doc, pb.GenerateRequest())
     from_header = header_request_id(headers)
     if from_header and request.request_id and from_header != request.request_id:
-        raise invalid_argument("CONFLICTING_REQUEST_ID", "the body's requestId and the header's differ")
+        raise InvalidRequest("CONFLICTING_REQUEST_ID", "the body's requestId and the header's differ")
     request.request_id = request.request_id or from_header
     return request, stream
 
@@ -78,7 +79,7 @@ def non_negative(value: str | None, name: str) -> int:
     if value is None or value == "":
         return 0
     if not value.isdigit() or len(value) > 19:
-        raise invalid_argument("MALFORMED_REQUEST", f"{name} must be a non-negative integer")
+        raise InvalidRequest("MALFORMED_REQUEST", f"{name} must be a non-negative integer")
     return int(value)
 
 

@@ -28,13 +28,11 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
-import grpc
-
+from frontend.api_errors import api_error
 from frontend.auth import Tenant
-from frontend.error_map import api_error
-from frontend.errors import ApiError, cursor_expired, invalid_argument
 from frontend.generations.manager import GenerationManager, LiveGeneration
 from frontend.generations.stream_log import Cursor, CursorExpired
+from frontend.refusals import EventsExpired, InternalFailure, InvalidRequest
 from frontend.rpc.handlers import MALFORMED
 from llm.v1 import generations_pb2 as pb
 
@@ -71,7 +69,7 @@ class Conversation:
         self.window = window
         self._streams: dict[str, _Stream] = {}
         # bounded: a client that reads nothing stops the pumps and the reader, not memory
-        self._out: asyncio.Queue[pb.GenerationEvent | ApiError | None] = asyncio.Queue(window)
+        self._out: asyncio.Queue[pb.GenerationEvent | Exception | None] = asyncio.Queue(window)
         self._reader: asyncio.Task[None] | None = None
         self._half_closed = False
         self._ending = False  # the end of the response stream is queued
@@ -82,7 +80,7 @@ class Conversation:
         self._reader = asyncio.create_task(self._read(frames), name="converse-reader")
         try:
             while (item := await self._out.get()) is not None:
-                if isinstance(item, ApiError):
+                if isinstance(item, Exception):
                     raise item
                 s = self._streams.get(item.generation_id)
                 if s is not None and self._half_closed:
@@ -110,7 +108,7 @@ class Conversation:
         try:
             async for frame in frames:
                 if frame is MALFORMED:
-                    await self._reject(invalid_argument("MALFORMED_FRAME", "a frame could not be parsed"))
+                    await self._reject(InvalidRequest("MALFORMED_FRAME", "a frame could not be parsed"))
                     continue
                 kind = frame.WhichOneof("frame")
                 if kind == "start":
@@ -120,7 +118,7 @@ class Conversation:
                 elif kind == "ack":
                     self._ack(frame.ack)
                 else:
-                    await self._reject(invalid_argument("EMPTY_FRAME", "a frame needs start, cancel or ack"))
+                    await self._reject(InvalidRequest("EMPTY_FRAME", "a frame needs start, cancel or ack"))
         except Exception:
             log.exception("converse: handling a frame failed")
             await self._out.put(_internal())
@@ -141,7 +139,7 @@ class Conversation:
         try:
             cursor = live.log.attach(0)  # a retry of an earlier generation whose start was dropped
         except CursorExpired:
-            await self._reject(cursor_expired(live.generation_id), live.generation_id, request.request_id)
+            await self._reject(EventsExpired(live.generation_id), live.generation_id, request.request_id)
             return
         s = _Stream(live, request.request_id, cursor)
         self._streams[live.generation_id] = s
@@ -163,7 +161,8 @@ class Conversation:
         s.live.log.advance(s.cursor, sequence)
         s.wake()
 
-    async def _reject(self, error: ApiError, generation_id: str = "", request_id: str = "") -> None:
+    async def _reject(self, refused: BaseException, generation_id: str = "", request_id: str = "") -> None:
+        error = api_error(refused)
         log.info("converse: frame refused: %s %s", error.code.name, error.reason)
         # echoes at most 128 characters of the client's id: a refused frame never costs more than it
         rejected = pb.Rejected(request_id=request_id[:128], status=error.to_proto())
@@ -202,5 +201,5 @@ class Conversation:
             await self._out.put(None)
 
 
-def _internal() -> ApiError:
-    return ApiError(grpc.StatusCode.INTERNAL, "INTERNAL", "the conversation failed")
+def _internal() -> InternalFailure:
+    return InternalFailure("INTERNAL", "the conversation failed")

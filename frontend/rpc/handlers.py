@@ -1,5 +1,5 @@
 """Wrapping a gRPC handler's behaviour while keeping its kind and (de)serializers: what the server
-interceptors (frontend/auth.py, frontend/error_map.py) do to every RPC."""
+interceptors (frontend/auth.py, frontend/api_errors.py) do to every RPC."""
 
 from __future__ import annotations
 

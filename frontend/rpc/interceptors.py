@@ -1,6 +1,6 @@
 """The gRPC server's interceptors, outermost first: errors, then authentication.
 
-ErrorInterceptor  every handler runs with `api_error` (frontend/error_map.py) applied to whatever it
+ErrorInterceptor  every handler runs with `api_error` (frontend/api_errors.py) applied to whatever it
                   raises, so servicers raise and never abort; authentication's refusals pass
                   through it too. A request whose bytes did not parse is INVALID_ARGUMENT.
 AuthInterceptor   resolves the caller from its API key (frontend/auth.py) before the handler runs:
@@ -16,9 +16,9 @@ from typing import Any
 import grpc
 
 from frontend import auth
+from frontend.api_errors import api_error
 from frontend.auth import ApiKeyStore, Tenant
-from frontend.error_map import api_error
-from frontend.errors import ApiError, invalid_argument
+from frontend.refusals import InvalidRequest, Refusal
 from frontend.rpc.handlers import MALFORMED, HandlerInterceptor, Streaming, Unary, responses, rewrap, tolerant
 
 UNAUTHENTICATED_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
@@ -69,7 +69,7 @@ def refuse_malformed(request: Any) -> None:
     """INVALID_ARGUMENT for a request whose bytes did not parse (client-streamed messages are
     checked by their handler, e.g. Converse frames)."""
     if request is MALFORMED:
-        raise invalid_argument("MALFORMED_REQUEST", "the request message could not be parsed")
+        raise InvalidRequest("MALFORMED_REQUEST", "the request message could not be parsed")
 
 
 class AuthInterceptor(HandlerInterceptor):
@@ -79,7 +79,7 @@ class AuthInterceptor(HandlerInterceptor):
     def wrap(self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
         if details.method.startswith(UNAUTHENTICATED_PREFIXES):
             return handler
-        tenant: Tenant | ApiError | str
+        tenant: Tenant | Refusal | str
         try:
             if details.method == FETCH_METHOD:
                 tenant = self._keys.authenticate_fetch(details.invocation_metadata)
@@ -87,17 +87,17 @@ class AuthInterceptor(HandlerInterceptor):
                 tenant = self._keys.authenticate_admin(details.invocation_metadata)
             else:
                 tenant = self._keys.authenticate(details.invocation_metadata)
-        except ApiError as e:
+        except Refusal as e:
             tenant = e
         return _wrap(handler, tenant)
 
 
-def _wrap(handler: grpc.RpcMethodHandler, tenant: Tenant | ApiError | str) -> grpc.RpcMethodHandler:
+def _wrap(handler: grpc.RpcMethodHandler, tenant: Tenant | Refusal | str) -> grpc.RpcMethodHandler:
     """The same handler, run with the tenant set (a str: an admin call, by that admin), or refused:
-    the ApiError is raised inside the handler, where frontend/error_map.py turns it into the status."""
+    the refusal is raised inside the handler, where frontend/api_errors.py turns it into the status."""
 
     def enter() -> None:
-        if isinstance(tenant, ApiError):
+        if isinstance(tenant, Refusal):
             raise tenant
         auth.enter(tenant)
 

@@ -18,9 +18,9 @@ from frontend.admin.service import AdminService
 from frontend.auth import ApiKeyStore
 from frontend.calls import FrontendCalls, frontend_calls
 from frontend.catalog.registry import ModelRegistry
-from frontend.errors import ApiError
 from frontend.generations.manager import GenerationManager
 from frontend.health import HealthCheck
+from frontend.refusals import Exhausted
 from frontend.rpc.interceptors import AuthInterceptor, ErrorInterceptor
 from frontend.rpc.servicers import GenerationsService, ModelsService, UsageService
 from llm.v1 import (
@@ -53,8 +53,7 @@ class CappedHealthServicer(health.aio.HealthServicer):
 
     async def Watch(self, request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext) -> None:
         if self.watchers >= self.max_watchers:
-            raise ApiError(
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
+            raise Exhausted(
                 "TOO_MANY_WATCHERS",
                 f"at most {self.max_watchers} Health.Watch streams at a time",
                 retry_after_s=5.0,

@@ -8,7 +8,7 @@ from collections import defaultdict
 
 import grpc
 
-from frontend.errors import error_info
+from frontend.api_errors import error_info
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
 from serving.platform import Platform

@@ -8,7 +8,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from grpc_status import rpc_status
 
-from frontend.errors import error_info
+from frontend.api_errors import error_info
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc, models_pb2, models_pb2_grpc
 from tests.e2e.conftest import auth

@@ -28,7 +28,7 @@ from sqlalchemy import select
 
 from config.loader import parse_config
 from control.models import Generation
-from frontend.errors import error_info
+from frontend.api_errors import error_info
 from lifecycle.reads import get_generation
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc, usage_pb2, usage_pb2_grpc

@@ -25,7 +25,7 @@ from grpc_status import rpc_status
 
 import frontend.generations.manager
 from config.loader import parse_config
-from frontend.errors import error_info
+from frontend.api_errors import error_info
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
 from serving.platform import Platform

@@ -7,7 +7,7 @@ import pytest
 
 from control.tenants import TenantEntry, hash_api_key
 from frontend.auth import ApiKeyStore
-from frontend.errors import ApiError
+from tests.refusals import refused
 
 
 def entry(tenant_id: str, *keys: str, weight: float = 1.0) -> TenantEntry:
@@ -35,7 +35,7 @@ def test_bearer_key_resolves_its_tenant() -> None:
     ],
 )
 def test_bad_credentials_are_unauthenticated(metadata, message: str) -> None:
-    with pytest.raises(ApiError, match=message) as e:
+    with refused(match=message) as e:
         STORE.authenticate(metadata)
     assert e.value.code is grpc.StatusCode.UNAUTHENTICATED
 
@@ -43,13 +43,13 @@ def test_bad_credentials_are_unauthenticated(metadata, message: str) -> None:
 def test_admin_keys_open_admin_only_and_tenant_keys_never_do() -> None:
     keys = ApiKeyStore([entry("t1", "k1")], admin_keys=("root",))
     keys.authenticate_admin([("authorization", "Bearer root")])
-    with pytest.raises(ApiError) as e:
+    with refused() as e:
         keys.authenticate_admin([("authorization", "Bearer k1")])
     assert (e.value.code, e.value.reason) == (grpc.StatusCode.PERMISSION_DENIED, "ADMIN_REQUIRED")
-    with pytest.raises(ApiError) as e:
+    with refused() as e:
         keys.authenticate([("authorization", "Bearer root")])
     assert (e.value.code, e.value.reason) == (grpc.StatusCode.PERMISSION_DENIED, "NOT_A_TENANT")
-    with pytest.raises(ApiError) as e:
+    with refused() as e:
         keys.authenticate_admin([("authorization", "Bearer wrong")])
     assert e.value.code == grpc.StatusCode.UNAUTHENTICATED
 
@@ -58,7 +58,7 @@ def test_replace_swaps_the_tenant_keys_and_keeps_the_admin_keys() -> None:
     keys = ApiKeyStore([entry("t1", "k1")], admin_keys=("root",))
     keys.replace([entry("t2", "k2", weight=3.0)])
     assert keys.authenticate([("authorization", "Bearer k2")]).weight == 3.0
-    with pytest.raises(ApiError) as e:
+    with refused() as e:
         keys.authenticate([("authorization", "Bearer k1")])
     assert e.value.code == grpc.StatusCode.UNAUTHENTICATED
     keys.authenticate_admin([("authorization", "Bearer root")])
@@ -72,12 +72,12 @@ def test_admin_calls_name_their_operator_and_key_and_a_fetch_key_opens_only_fetc
     assert keys.authenticate_admin(named) == f"ann[2J (key {fingerprint})"
     assert keys.authenticate_fetch([("authorization", "Bearer wk")]) == "worker"
     assert keys.authenticate_fetch([("authorization", "Bearer root")]) == f"admin (key {fingerprint})"
-    with pytest.raises(ApiError) as e:  # the worker key opens no other Admin call
+    with refused() as e:  # the worker key opens no other Admin call
         keys.authenticate_admin([("authorization", "Bearer wk")])
     assert e.value.code == grpc.StatusCode.UNAUTHENTICATED
-    with pytest.raises(ApiError) as e:
+    with refused() as e:
         keys.authenticate_fetch([("authorization", "Bearer k1")])
     assert (e.value.code, e.value.reason) == (grpc.StatusCode.PERMISSION_DENIED, "ADMIN_REQUIRED")
-    with pytest.raises(ApiError) as e:  # an empty fetch key (no [fleet] worker_key) opens nothing
+    with refused() as e:  # an empty fetch key (no [fleet] worker_key) opens nothing
         keys.authenticate_fetch([("authorization", "Bearer ")])
     assert e.value.code == grpc.StatusCode.UNAUTHENTICATED

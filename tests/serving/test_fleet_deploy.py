@@ -19,8 +19,8 @@ from control.models import ModelVersion, ModelVersionStatus
 from datastore.store import Store, open_store
 from frontend.catalog.registry import load_version
 from frontend.dispatch.worker_pool import WorkerHandle
-from frontend.errors import ApiError
 from serving.fleet_frontend import FleetFrontend
+from tests.refusals import refused
 
 V = ModelVersionStatus
 
@@ -50,9 +50,9 @@ async def test_a_push_no_worker_host_loads_is_refused_not_loaded_and_stays_recor
     frontend: FleetFrontend, tiny: Path
 ) -> None:
     version = load_version(tiny)
-    with pytest.raises(ApiError) as refused:
+    with refused() as refusal:
         await frontend.deploy_version(version)
-    assert (refused.value.code, refused.value.reason) == (grpc.StatusCode.UNAVAILABLE, "NOT_LOADED")
+    assert (refusal.value.code, refusal.value.reason) == (grpc.StatusCode.UNAVAILABLE, "NOT_LOADED")
     assert status_of(frontend.store, version.version_id) is V.REGISTERED  # a host may load it later
     assert frontend.registry.status(version.version_id) == "REGISTERED"  # counted by no health check
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import grpc
 from grpc_status import rpc_status
 
-from frontend.errors import error_info
+from frontend.api_errors import error_info
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
 from tests.e2e.conftest import KEY_ALPHA, auth

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-import pytest
-
 from control.model_versions import pick_target
 from frontend.catalog.registry import ModelRegistry, _draw
-from frontend.errors import ApiError
+from tests.refusals import refused
 
 
 def registry(*version_ids: str) -> ModelRegistry:
@@ -40,12 +38,12 @@ def test_a_route_resolves_only_to_versions_loaded_here() -> None:
     r.routes["m"] = {"m@1": 1.0, "m@2": 1000.0}  # m@2 is in the store but not loaded here
     assert {r.resolve("m", f"key-{i}") for i in range(20)} == {"m@1"}
     r.routes["other"] = {"m@2": 1.0}
-    with pytest.raises(ApiError) as e:
+    with refused() as e:
         r.resolve("other")
     assert e.value.reason == "UNKNOWN_MODEL"
 
 
 def test_unknown_model_is_invalid_argument() -> None:
-    with pytest.raises(ApiError) as e:
+    with refused() as e:
         registry("m@1").resolve("other")
     assert e.value.reason == "UNKNOWN_MODEL"

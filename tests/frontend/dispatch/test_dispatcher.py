@@ -13,7 +13,7 @@ from frontend.dispatch.dispatcher import Dispatcher
 from frontend.dispatch.fair_queue import Ticket
 from frontend.dispatch.worker_client import WorkerCapacityError, WorkerChunk, WorkerLost, WorkerRequest
 from frontend.dispatch.worker_pool import WorkerHandle, WorkerPool
-from frontend.errors import ApiError
+from tests.refusals import refused
 
 V = "m@1"
 ACK = WorkerChunk([], 3, 0)
@@ -74,7 +74,7 @@ async def test_a_refusal_moves_on_to_the_next_worker() -> None:
 
 async def test_every_worker_refusing_is_unavailable_worker_capacity() -> None:
     pool = pool_of(w1=(FakeClient(refuse=WorkerCapacityError), 100), w2=(FakeClient(refuse=WorkerLost), 50))
-    with pytest.raises(ApiError) as e:
+    with refused() as e:
         async with Dispatcher(pool).dispatch(ticket("g"), request("g"), V):
             pass
     assert e.value.code == grpc.StatusCode.UNAVAILABLE
@@ -137,7 +137,7 @@ async def test_queue_wait_beyond_the_allowance_is_unavailable() -> None:
     pool = pool_of(w1=(FakeClient(), 10))
     d = Dispatcher(pool, queue_wait_s={INTERACTIVE: 0.1})
     async with d.dispatch(ticket("hog"), request("hog"), V):
-        with pytest.raises(ApiError) as e:
+        with refused() as e:
             async with d.dispatch(ticket("late"), request("late"), V):
                 pass
     assert e.value.reason == "WORKER_CAPACITY" and e.value.retry_after_s is not None
@@ -147,7 +147,7 @@ async def test_queue_wait_beyond_the_allowance_is_unavailable() -> None:
 async def test_drained_or_unhealthy_workers_take_nothing() -> None:
     pool = pool_of(w1=(FakeClient(), 10))
     pool.workers["w1"].draining = True
-    with pytest.raises(ApiError) as e:
+    with refused() as e:
         async with Dispatcher(pool).dispatch(ticket("g"), request("g"), V):
             pass
     assert e.value.reason == "NO_WORKER"
@@ -157,7 +157,7 @@ def test_queue_deadline_refuses_interactive_but_not_batch() -> None:
     d = Dispatcher(pool_of(w1=(FakeClient(), 10)), queue_wait_s={INTERACTIVE: 1.0, BATCH: 600.0})
     d.predictor.prior_tokens_per_s = 100.0
     d.predictor.add(Ticket("x", "A", 1.0, INTERACTIVE, 500, 1), now=0.0)
-    with pytest.raises(ApiError) as e:
+    with refused() as e:
         d.check_deadline(Ticket("y", "A", 1.0, INTERACTIVE, 100, 1))
     assert e.value.code == grpc.StatusCode.UNAVAILABLE and e.value.reason == "QUEUE_DEADLINE"
     assert e.value.retry_after_s == pytest.approx(4.0)
@@ -185,13 +185,13 @@ async def test_one_tenant_holds_at_most_its_share_of_a_workers_pool() -> None:
     pool.tenant_share = 0.5  # with two tenants or more (frontend/catalog/cache.py)
     d = Dispatcher(pool, queue_wait_s={INTERACTIVE: 0.2})
     async with d.dispatch(ticket("a1", "A", blocks=40), request("a1"), V):
-        with pytest.raises(ApiError) as e:  # 40 + 20 > A's 50: it waits, then is refused
+        with refused() as e:  # 40 + 20 > A's 50: it waits, then is refused
             async with d.dispatch(ticket("a2", "A", blocks=20), request("a2"), V):
                 pass
         assert e.value.reason == "WORKER_CAPACITY"
         async with d.dispatch(ticket("b1", "B", blocks=20), request("b1"), V) as got:  # B's room is kept
             assert got.worker.worker_id == "w1"
-    with pytest.raises(ApiError) as e:
+    with refused() as e:
         async with d.dispatch(ticket("big", "A", blocks=60), request("big"), V):
             pass
     assert e.value.reason == "TENANT_KV_SHARE"

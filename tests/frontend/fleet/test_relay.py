@@ -12,8 +12,8 @@ from grpc_status import rpc_status
 
 from control.frontends import Owner
 from control.states import GenerationState
+from frontend.api_errors import ApiError, api_error, error_info, relayed
 from frontend.auth import Tenant
-from frontend.errors import ApiError, cursor_expired, error_info, relayed
 from frontend.fleet.relay import relay_server
 from frontend.fleet.relay_client import (
     KEY_HEADER,
@@ -23,7 +23,9 @@ from frontend.fleet.relay_client import (
     owner_gone,
     relay_credential,
 )
+from frontend.refusals import EventsExpired
 from llm.v1 import generations_pb2 as pb
+from tests.refusals import refused
 
 CREDENTIAL = relay_credential("frontends-secret")
 TENANT = Tenant("alpha", 1.0)
@@ -52,7 +54,7 @@ class FakeCalls:
     async def resume_here(self, tenant: Tenant, request: pb.ResumeRequest) -> FakeReader:
         self.seen.append((tenant.id, request.generation_id))
         if tenant.id != "alpha" or request.generation_id != "g1":
-            raise cursor_expired(request.generation_id)
+            raise EventsExpired(request.generation_id)
         return FakeReader(tenant, request)
 
     async def cancel_here(self, tenant: Tenant, request: pb.CancelGenerationRequest) -> pb.Generation:
@@ -86,10 +88,10 @@ async def test_the_owners_refusal_comes_through_unchanged(relay: tuple[str, Fake
     try:
         call = client.resume(address, TENANT, pb.ResumeRequest(generation_id="g2"))
         stream = RelayStream(call, "g2", unreachable=_never)
-        with pytest.raises(ApiError) as refused:
+        with refused() as refusal:
             _ = [e async for e in stream.events()]
-        assert (refused.value.code, refused.value.reason) == (grpc.StatusCode.OUT_OF_RANGE, "CURSOR_EXPIRED")
-        assert refused.value.metadata == {"generation_id": "g2"}
+        assert (refusal.value.code, refusal.value.reason) == (grpc.StatusCode.OUT_OF_RANGE, "CURSOR_EXPIRED")
+        assert refusal.value.metadata == {"generation_id": "g2"}
     finally:
         await client.close()
 
@@ -133,13 +135,13 @@ async def test_an_owner_that_stops_answering_is_the_recorded_state_then_owner_lo
     the client is told to Resume again (UNAVAILABLE OWNER_LOST)."""
     gone = owner_gone(Owner("g1", GenerationState.RUNNING, "f1", ""))
 
-    async def recorded() -> ApiError:
+    async def recorded() -> Exception:
         return gone
 
     for events_first, expected in ((0, gone.reason), (2, "OWNER_LOST")):
         stream = RelayStream(FailingCall(events_first), "g1", recorded)
         seen = []
-        with pytest.raises(ApiError) as failed:
+        with refused() as failed:
             async for event in stream.events():
                 seen.append(event.sequence)
         assert failed.value.reason == expected and seen == list(range(1, events_first + 1))
@@ -147,10 +149,10 @@ async def test_an_owner_that_stops_answering_is_the_recorded_state_then_owner_lo
 
 
 def test_the_answer_for_a_gone_owner_is_its_recorded_state() -> None:
-    ended = owner_gone(Owner("g1", GenerationState.INTERRUPTED, "f1", ""))
+    ended = api_error(owner_gone(Owner("g1", GenerationState.INTERRUPTED, "f1", "")))
     assert (ended.code, ended.reason) == (grpc.StatusCode.OUT_OF_RANGE, "CURSOR_EXPIRED")
     assert ended.metadata == {"generation_id": "g1", "state": "INTERRUPTED"}
-    running = owner_gone(Owner("g1", GenerationState.RUNNING, "f1", ""))
+    running = api_error(owner_gone(Owner("g1", GenerationState.RUNNING, "f1", "")))
     assert (running.code, running.reason) == (grpc.StatusCode.UNAVAILABLE, "OWNER_UNAVAILABLE")
     assert running.retry_after_s is not None
 

@@ -6,9 +6,9 @@ import grpc
 import pytest
 
 from contracts.sampling import GREEDY_BELOW_TEMPERATURE
-from frontend.errors import ApiError
 from frontend.generations.validation import GenerationParams, check_context, check_for_version, validate
 from llm.v1 import generations_pb2 as pb
+from tests.refusals import refused
 
 
 def request(**overrides: object) -> pb.GenerateRequest:
@@ -22,7 +22,7 @@ def request(**overrides: object) -> pb.GenerateRequest:
 
 
 def reason_of(req: pb.GenerateRequest) -> str:
-    with pytest.raises(ApiError) as e:
+    with refused() as e:
         validate(req)
     assert e.value.code is grpc.StatusCode.INVALID_ARGUMENT
     return e.value.reason
@@ -98,13 +98,13 @@ def test_empty_message_list_and_bad_role_are_invalid() -> None:
 
 
 def test_sampling_error_names_the_field() -> None:
-    with pytest.raises(ApiError) as e:
+    with refused() as e:
         validate(request(sampling=pb.SamplingParams(top_p=2.0)))
     assert e.value.metadata == {"field": "top_p"}
 
 
 def test_top_k_over_vocabulary_is_invalid() -> None:
-    with pytest.raises(ApiError) as e:
+    with refused() as e:
         check_for_version(GenerationParams(max_output_tokens=1, top_k=50_000), vocab_size=49_152)
     assert e.value.reason == "INVALID_SAMPLING"
     check_for_version(GenerationParams(max_output_tokens=1, top_k=49_152), vocab_size=49_152)
@@ -112,10 +112,10 @@ def test_top_k_over_vocabulary_is_invalid() -> None:
 
 def test_context_bound() -> None:
     check_context(8000, 192, 8192)
-    with pytest.raises(ApiError) as e:
+    with refused() as e:
         check_context(8000, 193, 8192)
     assert e.value.reason == "CONTEXT_LENGTH_EXCEEDED"
     assert e.value.metadata == {"prompt_tokens": "8000", "context_length": "8192"}
-    with pytest.raises(ApiError) as e:
+    with refused() as e:
         check_context(0, 1, 8192)
     assert e.value.reason == "EMPTY_INPUT"

@@ -15,8 +15,8 @@ from sqlalchemy.exc import OperationalError
 
 from billing.errors import BillingError, QuotaExceeded, QuotaKind
 from control.errors import ControlError, FencingError, GenerationNotFound
-from frontend.error_map import TABLE, api_error
-from frontend.errors import error_info, invalid_argument
+from frontend.api_errors import TABLE, ApiError, api_error, error_info
+from frontend.refusals import InvalidRequest
 from frontend.rpc.interceptors import ErrorInterceptor
 from frontend.rpc.server import CappedHealthServicer
 from llm.v1 import generations_pb2 as pb
@@ -59,8 +59,15 @@ def test_unexpected_errors_are_a_generic_internal_and_api_errors_pass_through() 
         "INTERNAL",
         "internal error",
     )
-    own = invalid_argument("BAD", "bad")
-    assert api_error(own) is own
+    relayed_as_is = ApiError(grpc.StatusCode.INVALID_ARGUMENT, "BAD", "bad")  # another frontend's answer
+    assert api_error(relayed_as_is) is relayed_as_is
+    own = api_error(InvalidRequest("BAD", "bad", field="x"))
+    assert (own.code, own.reason, own.message, own.metadata) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "BAD",
+        "bad",
+        {"field": "x"},
+    )
     assert api_error(GenerationNotFound("g1")).code == grpc.StatusCode.NOT_FOUND
 
 
