@@ -8,7 +8,7 @@ import torch
 
 from engine.kv_cache import PagedKVCache, PrefillSpan, StepLayout
 from engine.model import LlamaForCausalLM
-from engine.scheduler import SchedulerOutput
+from engine.scheduler_output import SchedulerOutput
 
 
 class ModelRunner:

@@ -20,13 +20,13 @@ the first tier (engine/prefill_order.py). No torch, no clock, no I/O.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from contracts.capacity import blocks_for
 from contracts.tier import Tier
 from engine.fair_share import FairShare
 from engine.kv_cache_manager import KVCacheManager
 from engine.prefill_order import due, finish_tag, next_prefill, urgent
+from engine.scheduler_output import ScheduledChunk, SchedulerOutput
 from engine.sequence import FinishReason, SeqStatus, Sequence
 from engine.step_budget import StepCost, charge_of, chunk_fit, prefill_budget
 
@@ -36,24 +36,6 @@ MAX_UTILIZATION = "max_utilization"
 
 class CapacityError(Exception):
     """The worker cannot take this request now (its reservation does not fit); try elsewhere/later."""
-
-
-@dataclass(slots=True, frozen=True)
-class ScheduledChunk:
-    seq: Sequence
-    start: int  # first token position computed in this step (== num_computed_tokens)
-    num_tokens: int  # tokens computed in this step: 1 for a decode, up to the budget for prefill
-    sample: bool  # the chunk reaches the last known token: sample the next one
-
-
-@dataclass(slots=True, frozen=True)
-class SchedulerOutput:
-    chunks: tuple[ScheduledChunk, ...]  # batch order: decodes first, then prefill chunks
-    preempted: tuple[str, ...]  # sequence ids preempted this step (to recompute later)
-
-    @property
-    def num_batched_tokens(self) -> int:
-        return sum(c.num_tokens for c in self.chunks)
 
 
 class Scheduler:

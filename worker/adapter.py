@@ -18,21 +18,8 @@ FINAL, on every path:
                   rebuilds the engine (loop_guard.py); the loop goes on
     unloading     "model is unloading": the loop ends its live requests, `close()` the queued
 
-Batch-tier streams are coalesced while the batch is large: when a step answers at least
-`coalesce_from` requests, a BATCH-tier request's tokens after its first are held until it has
-COALESCE_TOKENS (live_request.py) of them (or finishes), then sent as one response. Each response
-costs the stub, tritonserver and the frontend per-response work on the cores the engine steps on
-(offline 64 x 128/128 on 2 cores: the frontend took 0.14 cores at 4 tokens a response, 0.04 at
-16); batch-tier clients ask for throughput, not an even token rhythm. The first token is never
-held, so a batch request's time to first token stays what the engine gave it. Interactive streams
-always get every step's tokens at once.
-
-While coalescing, a BATCH-tier stream is also asked whether it was cancelled only once every
-CHECK_EVERY steps (each stream on its own turn, so every step asks about a share of them); other
-streams are asked every step. Each ask is a round trip to tritonserver on the outbox thread, which
-shares the cores with the step: at a batch of 64 that was about 900 a second. A cancelled batch
-request then runs at most CHECK_EVERY steps longer; its client, who gets a response only every
-COALESCE_TOKENS steps, gave up the even rhythm already.
+Batch-tier streams are coalesced while a step answers at least `coalesce_from` requests, and then
+asked about cancellation only every few steps (live_request.py says why and how).
 
 Each admitted request has an engine span while it is in the engine, when the deployment names a
 traces URL (request_spans.py). Prompts and outputs are never logged.
@@ -49,7 +36,7 @@ from collections.abc import Callable, Iterable
 from contracts.tier import Tier
 from contracts.worker import Refusal, refusal_message
 from engine.engine import CapacityError, EngineError, FinishReason, StepOutput
-from worker.live_request import LiveRequest, end_span
+from worker.live_request import CHECK_EVERY, LiveRequest, end_span, to_check
 from worker.loop_guard import UNAVAILABLE, Handover, Rebuilder
 from worker.outbox import Outbox
 from worker.protocol import ErrorResponse, Log, Request, StepEngine
@@ -62,7 +49,6 @@ IDLE_WAIT_S = 0.05  # an idle loop waits this long for a request before it publi
 
 
 COALESCE_FROM = 16  # requests answered in one step from which batch-tier streams are coalesced
-CHECK_EVERY = 4  # steps between a coalesced batch-tier stream's cancellation checks
 CLOSE_WAIT_S = 10.0  # close() waits this long for the loop's step to return
 
 
@@ -241,13 +227,10 @@ class WorkerAdapter:
         )
 
     def _to_check(self) -> Iterable[LiveRequest]:
-        """The streams to ask about cancellation during this step (module docstring); the outbox
-        copies them as it posts the checks."""
+        """The streams to ask about cancellation during this step; the outbox copies them as it
+        posts the checks."""
         self._steps += 1
-        if not self._coalescing:
-            return self.live.values()
-        turn = self._steps % CHECK_EVERY
-        return (s for s in self.live.values() if not s.batch_tier or s.check_turn == turn)
+        return to_check(self.live.values(), self._steps, self._coalescing)
 
     def _respond(self, out: StepOutput) -> None:
         live = self.live.get(out.request_id)

@@ -11,5 +11,6 @@ streams.py    following a generation over HTTP: server-sent events or one docume
               client's disconnect starting the same grace period as a gRPC stream's
 errors.py     ApiError -> HTTP status, Retry-After and a JSON body (the gRPC ErrorInfo reasons)
 openapi.py    the OpenAPI document of the app, its schemas generated from the proto descriptors
+              (proto_schema.py) and the OpenAI bodies' written out (openai_schema.py)
 server.py     the uvicorn listener ([http] listen), started beside the gRPC server
 """

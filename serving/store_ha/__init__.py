@@ -8,6 +8,10 @@ synchronous standby are streaming, printing the multi-host store URL the platfor
 idempotent: what already runs is left alone. `down` stops every process it started and waits until
 their ports are free (`--purge` also deletes the folder). `status` prints the members as Patroni
 sees them and exits 0 only while a primary and a synchronous standby are up.
+
+    cluster.py         the layout (ports, URL), starting and stopping etcd and the nodes, members
+    patroni_config.py  each node's Patroni configuration, and why each choice
+    processes.py       a daemon as a process: alive, signalled, listening; files owned by postgres
 """
 
 from serving.store_ha.cluster import Cluster, ClusterLayout, Member

@@ -8,13 +8,11 @@ and per node i (1..n) PostgreSQL on `pg_port + i - 1` and Patroni's REST API on 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
@@ -23,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from serving.store_ha.patroni_config import node_config, write_config
+from serving.store_ha.processes import exists, kill, listening, own_by_postgres
 
 PG_BIN_DIRS = ("/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/17/bin")
 DEBIAN_PACKAGES = ("etcd-server", "patroni")
@@ -99,7 +98,7 @@ class Cluster:
                 bin_dir=bin_dir,
             )
             write_config(node_dir / "patroni.yml", config)
-            _own(node_dir)
+            own_by_postgres(node_dir)
             self._spawn(name, [patroni, str(node_dir / "patroni.yml")], as_postgres=True)
         self._wait(self.healthy, timeout_s, "no primary with a synchronous standby")
         return self.layout.store_url()
@@ -109,7 +108,7 @@ class Cluster:
         own = {"etcd": [self.layout.etcd_port, self.layout.etcd_peer_port]}
         own |= {n: list(self.layout.node_ports(n)) for n in self.layout.names()}
         for name, ports in own.items():
-            busy = [p for p in ports if _listening(p)]
+            busy = [p for p in ports if listening(p)]
             if busy and not self._alive(name):
                 raise StoreHaError(f"port(s) {busy} of {name} are in use by another process")
 
@@ -191,7 +190,7 @@ class Cluster:
             pid = int((self.dir / name / "data" / "postmaster.pid").read_text().split()[0])
         except (OSError, ValueError, IndexError):
             return None
-        return pid if _exists(pid) else None
+        return pid if exists(pid) else None
 
     def _etcd_healthy(self) -> bool:
         try:
@@ -216,11 +215,11 @@ class Cluster:
             self._signal(name, signal.SIGKILL)
             pid = postmasters[name] or self.postmaster_pid(name)
             if pid is not None:
-                _kill(pid, signal.SIGKILL)
+                kill(pid, signal.SIGKILL)
         self._signal("etcd", signal.SIGTERM)
         self._wait(lambda: not self._alive("etcd"), 10, "etcd did not stop", on_timeout=signal.SIGKILL)
         ports = self.layout.ports()
-        self._wait(lambda: not any(_listening(p) for p in ports), timeout_s, "ports still bound")
+        self._wait(lambda: not any(listening(p) for p in ports), timeout_s, "ports still bound")
         for name in ["etcd", *names]:
             (self.dir / f"{name}.pid").unlink(missing_ok=True)
         if purge:
@@ -235,12 +234,12 @@ class Cluster:
 
     def _alive(self, name: str) -> bool:
         pid = self._pid(name)
-        return pid is not None and _exists(pid)
+        return pid is not None and exists(pid)
 
     def _signal(self, name: str, sig: signal.Signals) -> None:
         pid = self._pid(name)
-        if pid is not None and _exists(pid):
-            _kill(-pid, sig)  # its whole session's group
+        if pid is not None and exists(pid):
+            kill(-pid, sig)  # its whole session's group
 
     def _wait(
         self,
@@ -266,36 +265,3 @@ def _check_reachable(path: Path) -> None:
     for folder in [path, *path.parents]:
         if not folder.stat().st_mode & 0o001:
             raise StoreHaError(f"{folder} is not searchable by the postgres user: use another --dir")
-
-
-def _own(path: Path) -> None:
-    if os.geteuid() == 0:
-        entry = pwd.getpwnam("postgres")
-        for p in [path, *path.rglob("*")]:
-            os.chown(p, entry.pw_uid, entry.pw_gid)
-
-
-def _exists(pid: int) -> bool:
-    with contextlib.suppress(ChildProcessError):  # reap it if it is this process's own child
-        os.waitpid(pid, os.WNOHANG)
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie (exited, not yet reaped) is gone
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except (OSError, IndexError):
-        return True
-
-
-def _kill(pid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.kill(pid, sig)
-
-
-def _listening(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex(("127.0.0.1", port)) == 0

@@ -7,7 +7,8 @@ import itertools
 from contracts.tier import Tier
 from engine.block_pool import BlockPool
 from engine.kv_cache_manager import KVCacheManager
-from engine.scheduler import GUARANTEED_NO_EVICT, Scheduler, SchedulerOutput
+from engine.scheduler import GUARANTEED_NO_EVICT, Scheduler
+from engine.scheduler_output import SchedulerOutput
 from engine.sequence import EngineRequest, Sequence
 from engine.step_budget import StepCost
 

@@ -13,7 +13,7 @@ import torch
 from contracts.sampling import GREEDY_BELOW_TEMPERATURE
 from engine.engine import Engine, EngineConfig, EngineError, EngineRequest, FinishReason, StepOutput
 from engine.model import LlamaForCausalLM
-from engine.scheduler import SchedulerOutput
+from engine.scheduler_output import SchedulerOutput
 from engine.sequence import SamplingParams
 from engine.weights import load_model
 

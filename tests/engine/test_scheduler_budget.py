@@ -8,7 +8,7 @@ import pytest
 
 from contracts.tier import Tier
 from engine.prefill_order import SHORT_PROMPT_TOKENS
-from engine.scheduler import SchedulerOutput
+from engine.scheduler_output import SchedulerOutput
 from engine.sequence import FinishReason, Sequence
 from tests.engine.helpers import make_scheduler, make_seq, plan, run_step
 

@@ -12,8 +12,8 @@ import torch
 from contracts.tier import Tier
 from engine.engine import EngineError, StepOutput
 from tests.worker.fakes import Clock, Family, Log, Metric, Request, ScriptedEngine, make_adapter, turn
-from worker.adapter import CHECK_EVERY, WorkerAdapter
-from worker.live_request import COALESCE_TOKENS
+from worker.adapter import WorkerAdapter
+from worker.live_request import CHECK_EVERY, COALESCE_TOKENS
 from worker.torch_thread import TorchThread
 
 ADMITTED = ({"output_ids": [], "num_input_tokens": [3], "num_cached_tokens": [1]}, False)
