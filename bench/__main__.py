@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from bench.server_process import exit_on_sigterm
+from bench.processes.server_process import exit_on_sigterm
 
 SUITES = {
     "engine": "bench.engine",
@@ -24,11 +24,11 @@ SUITES = {
     "profile": "bench.step_profile",
     "platform-profile": "bench.platform_profile",
     "request-cost": "bench.request_cost",
-    "serve": "bench.serve",
+    "serve": "bench.compare.serve",
     "soak": "bench.soak",
     "hostile": "bench.hostile",
     "startup": "bench.startup",
-    "compare": "bench.serve",
+    "compare": "bench.compare.serve",
 }
 
 

@@ -35,8 +35,9 @@ from typing import Any
 import grpc
 
 from bench.fairness_report import report
-from bench.metrics import percentile
-from bench.prompts import Encode, artifact_encoder, exact_prompt
+from bench.fairness_scenario import DEFAULTS, Scenario
+from bench.load.metrics import percentile
+from bench.load.prompts import Encode, artifact_encoder, exact_prompt
 from config.loader import parse_config
 from config.settings import ModelSettings, PlatformConfig
 from llm.v1 import generations_pb2 as pb
@@ -50,22 +51,6 @@ MODEL = "smollm2-135m"
 KEY_A, KEY_B = "bench-documents", "bench-interactive"
 QUIET = 10_000  # B's prompt indices of the warm-up and of the quiet TTFT (before A starts)
 QUIET_RUNS = range(QUIET + 1, QUIET + 4)
-
-
-@dataclass(slots=True, frozen=True)
-class Scenario:
-    docs_in_flight: int = 6
-    doc_tokens: int = 1700
-    doc_output: int = 64
-    short_tokens: tuple[int, int] = (64, 128)  # inclusive range of B's prompt lengths
-    short_output: int = 32
-    rate: float = 0.5  # B's arrivals per s
-    window_s: float = 60.0
-    seed: int = 0
-    b_weight: float = 1.0  # B's tenant weight (A's is 1): its share of the prefill budget when both wait
-
-
-DEFAULTS = Scenario()
 
 
 @dataclass(slots=True, frozen=True)

@@ -6,10 +6,9 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from bench.fairness import Scenario
+from bench.fairness_scenario import Scenario
 
 TTFT_OBJECTIVE_S = 1.0  # B's p95 TTFT target (issue 5)
 

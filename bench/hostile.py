@@ -18,7 +18,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from bench.metrics import percentile
+from bench.load.metrics import percentile
 from config.loader import parse_config
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc

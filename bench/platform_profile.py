@@ -13,7 +13,7 @@ next publish; the streams are then cancelled. Per step, from the worker's own co
     respond       creating the step's responses and posting them to the outbox
     cancel check  taking the outbox's cancellation checks
 
-and the CPU each part of the machine spent per step over the window (/proc, bench/proc_cpu.py): the
+and the CPU each part of the machine spent per step over the window (/proc, bench/processes/proc_cpu.py): the
 worker's engine loop thread, the kernels' pool helpers, its outbox thread (Triton responses and
 checks through the stub's shared memory), the stub's other threads, tritonserver, the frontend
 process, and this benchmark's own load client; idle is what the CPUs had left. `python -m bench
@@ -40,15 +40,14 @@ from pathlib import Path
 
 import grpc
 
-from bench.driver import Job
-from bench.fleet import toml
-from bench.metrics import Outcome
-from bench.proc_cpu import ROLES, tree_cpu
-from bench.prompts import artifact_encoder, exact_prompt
-from bench.serve_setup import KEYS, MODEL, platform_doc
-from bench.server_process import LoopbackServer, free_port
-from bench.targets import PlatformTarget
-from bench.workload import RequestSpec
+from bench.compare.serve_setup import KEYS, MODEL, platform_doc, toml
+from bench.compare.targets import PlatformTarget
+from bench.load.driver import Job
+from bench.load.metrics import Outcome
+from bench.load.prompts import artifact_encoder, exact_prompt
+from bench.load.workload import RequestSpec
+from bench.processes.proc_cpu import ROLES, tree_cpu
+from bench.processes.server_process import LoopbackServer, free_port
 from config.settings import ModelSettings
 from serving.workers import artifact_for
 

@@ -2,7 +2,7 @@
 process tree (as `make serve` runs it), driven over gRPC with bursts of --requests requests sent
 together (distinct prompts of --prompt tokens, --output tokens each, batch tier), --rounds times.
 
-Per request, for each burst: the CPU milliseconds of each part of the machine (bench/proc_cpu.py:
+Per request, for each burst: the CPU milliseconds of each part of the machine (bench/processes/proc_cpu.py:
 the frontend process, tritonserver, the worker's engine loop, kernel pool and outbox threads, and
 this benchmark's own client), and the control-store statements, transactions and round trips the
 frontend counted (`llm_store_*_total`). With one output token, most of the frontend's share is
@@ -23,11 +23,11 @@ import time
 
 import grpc
 
-from bench.metrics import Outcome
+from bench.compare.serve_setup import KEYS, MODEL
+from bench.compare.targets import PlatformTarget
+from bench.load.metrics import Outcome
 from bench.platform_profile import make_jobs, platform_args, running_platform, scrape
-from bench.proc_cpu import ROLES, tree_cpu
-from bench.serve_setup import KEYS, MODEL
-from bench.targets import PlatformTarget
+from bench.processes.proc_cpu import ROLES, tree_cpu
 
 _STORE = re.compile(r"^llm_store_(statements|transactions|round_trips)_total ([0-9.eE+-]+)$", re.M)
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import grpc
 
-from bench.prompts import WORDS
+from bench.load.prompts import WORDS
 from config.loader import parse_config
 from config.settings import PlatformConfig
 from llm.v1 import generations_pb2 as pb

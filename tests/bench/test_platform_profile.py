@@ -1,5 +1,5 @@
 """The through-platform step profile's arithmetic: /proc stat lines, the frontend's relayed worker
-counters, and per-step figures from two snapshots (bench/platform_profile.py, bench/proc_cpu.py)."""
+counters, and per-step figures from two snapshots (bench/platform_profile.py, bench/processes/proc_cpu.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.platform_profile import Snapshot, counters, per_step
-from bench.proc_cpu import ROLES, TICK_S, cpu_s, tree_cpu
+from bench.processes.proc_cpu import ROLES, TICK_S, cpu_s, tree_cpu
 
 METRICS = """# HELP llm_worker_steps_total relayed from Triton: llm_worker_steps_total
 llm_worker_steps_total{model="m",worker="w1"} 1000.0

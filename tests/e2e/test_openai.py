@@ -163,10 +163,10 @@ async def test_a_quota_is_a_rate_limit_error(http_url: str) -> None:
 async def test_the_benchmarks_http_target_counts_every_token(http_url: str) -> None:
     """bench serve's platform-http target (streamed /v1/completions, return_token_ids) against the
     session platform: every forced output token is counted, in order of arrival."""
-    from bench.driver import Job
-    from bench.metrics import Outcome
-    from bench.targets import platform_http_target
-    from bench.workload import RequestSpec
+    from bench.compare.targets import platform_http_target
+    from bench.load.driver import Job
+    from bench.load.metrics import Outcome
+    from bench.load.workload import RequestSpec
 
     target = platform_http_target(http_url, MODEL, [KEY_ALPHA], "bench-http-test")
     try:

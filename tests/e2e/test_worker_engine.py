@@ -11,7 +11,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from bench.pss import children
+from bench.processes.pss import children
 from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
 from serving.platform import Platform

@@ -1,4 +1,4 @@
-"""A thread names itself for the OS (what `top -H`, /proc and bench/proc_cpu.py see)."""
+"""A thread names itself for the OS (what `top -H`, /proc and bench/processes/proc_cpu.py see)."""
 
 from __future__ import annotations
 

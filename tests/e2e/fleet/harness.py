@@ -26,7 +26,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from bench.fleet import toml
+from bench.compare.serve_setup import toml
 from llm.v1 import admin_pb2, admin_pb2_grpc
 from serving.triton import SHM, SHM_PREFIX
 from serving.triton_host import free_port

@@ -11,7 +11,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from bench.prompts import artifact_encoder, exact_prompt
+from bench.load.prompts import artifact_encoder, exact_prompt
 from control.workers import VersionPool, registered_workers
 from datastore.store import Store
 from llm.v1 import admin_pb2, admin_pb2_grpc
