@@ -16,15 +16,17 @@ from dataclasses import dataclass
 import torch
 
 from contracts.capacity import DEFAULT_BLOCK_SIZE, DEFAULT_KV_CACHE_BLOCKS, DEFAULT_MAX_NUM_SEQS
+from contracts.guides import MAX_TOP_LOGPROBS, GuideError
 from contracts.sampling import TOP_K_OFF
 from engine.block_pool import BlockPool
+from engine.constraints import Grammars, Masks
 from engine.kv_cache import PagedKVCache
 from engine.kv_cache_manager import KVCacheManager
 from engine.model import LlamaForCausalLM
 from engine.runner import ModelRunner
-from engine.sampler import make_generator, sample_batch
+from engine.sampler import make_generator, sample_step
 from engine.scheduler import GUARANTEED_NO_EVICT, CapacityError, Scheduler
-from engine.sequence import EngineRequest, FinishReason, SamplingParams, Sequence, StepOutput
+from engine.sequence import EngineRequest, FinishReason, SamplingParams, Sequence, StepOutput, TokenLogprob
 from engine.step_budget import StepCost
 
 __all__ = [
@@ -36,6 +38,7 @@ __all__ = [
     "FinishReason",
     "SamplingParams",
     "StepOutput",
+    "TokenLogprob",
 ]
 
 
@@ -76,9 +79,13 @@ class Engine:
         model: LlamaForCausalLM,
         config: EngineConfig = EngineConfig(),
         clock: Callable[[], float] = time.monotonic,
+        grammars: Grammars | None = None,
     ) -> None:
-        """`clock`: seconds, for short prompts' prefill deadlines (engine/step_budget.py)."""
+        """`clock`: seconds, for short prompts' prefill deadlines (engine/step_budget.py).
+        `grammars`: the model tokenizer's compiled guides; None serves no structured output."""
         self.model = model
+        self.grammars = grammars
+        self._masks = Masks()
         self._clock = clock
         self.config = config
         self.context_length = model.config.max_position_embeddings
@@ -125,15 +132,31 @@ class Engine:
             raise EngineError("temperature must be finite and at least 0")
         if not (math.isfinite(sampling.top_p) and 0.0 < sampling.top_p <= 1.0):
             raise EngineError("top_p must be in (0, 1]")
+        if not 0 <= request.top_logprobs <= MAX_TOP_LOGPROBS:
+            raise EngineError(f"top_logprobs must be 0 to {MAX_TOP_LOGPROBS}")
         seq = Sequence(
             request, next(self._arrivals), make_generator(request.sampling), list(request.prompt_ids)
         )
+        if request.guide is not None:
+            seq.matcher = self._matcher(request)
         seq.admitted_s = self._clock()
         self.scheduler.add(seq)
         self._seqs[request.request_id] = seq
         self._prefix_query += seq.num_prompt_tokens
         self._prefix_hit += seq.num_cached_tokens
         return self._output(seq, ())
+
+    def _matcher(self, request: EngineRequest) -> object:
+        """The grammar matcher of a constrained request; EngineError when it cannot have one."""
+        assert request.guide is not None
+        if self.grammars is None:
+            raise EngineError("this engine serves no structured output")
+        if not request.stop_token_ids:
+            raise EngineError("a constrained generation needs its end-of-sequence token (not ignore_eos)")
+        try:
+            return self.grammars.matcher(*request.guide)
+        except GuideError as e:
+            raise EngineError(f"{e.kind}: {e}") from None
 
     def abort(self, request_id: str) -> None:
         """Stops a request at this step boundary; its last output reports ABORTED. Unknown ids are ignored."""
@@ -153,15 +176,21 @@ class Engine:
         self._last_batch = scheduled.num_batched_tokens
         self.schedule_s += time.perf_counter() - started
         if scheduled.chunks:
+            rows = [c.seq for c in scheduled.chunks if c.sample]
+            constrained = [(i, seq.matcher) for i, seq in enumerate(rows) if seq.matcher is not None]
+            masks = self._masks.start(constrained, self.vocab_size)  # computed while the model runs
             logits = self.runner.execute(scheduled, self.kv.block_table)
-            sampled = sample_batch([c.seq for c in scheduled.chunks if c.sample], logits)
+            sampled = sample_step(rows, logits, masks)
             started = time.perf_counter()
             for seq_id, error in sampled.failed.items():  # each ends alone; the batch goes on
                 seq = self._seqs.pop(seq_id)
                 self.scheduler.finish(seq, FinishReason.ERROR)
                 outputs.append(self._output(seq, (), error))
             for seq in self.scheduler.update(scheduled, sampled.tokens):
-                outputs.append(self._output(seq, (seq.token_ids[-1],)))
+                logprob = sampled.logprobs.get(seq.id)
+                outputs.append(
+                    self._output(seq, (seq.token_ids[-1],), logprobs=(logprob,) if logprob else ())
+                )
                 if seq.finish_reason is not None:
                     del self._seqs[seq.id]
             self.schedule_s += time.perf_counter() - started
@@ -188,7 +217,9 @@ class Engine:
         )
 
     @staticmethod
-    def _output(seq: Sequence, new: tuple[int, ...], error: str | None = None) -> StepOutput:
+    def _output(
+        seq: Sequence, new: tuple[int, ...], error: str | None = None, logprobs: tuple[TokenLogprob, ...] = ()
+    ) -> StepOutput:
         return StepOutput(
             request_id=seq.id,
             new_token_ids=new,
@@ -197,4 +228,5 @@ class Engine:
             num_output_tokens=seq.num_output_tokens,
             finish_reason=seq.finish_reason,
             error=error,
+            logprobs=logprobs,
         )

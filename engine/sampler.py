@@ -4,19 +4,25 @@ Each sequence draws from its own `torch.Generator`, so the same seed and input g
 output whatever else shares the batch. A row whose values cannot be sampled (NaN or +inf logits,
 no finite logit, no probability mass) fails only its own sequence: `sample_batch` reports it in
 `Sampled.failed` and draws every other row as usual.
+
+`sample_step` is a step's whole sampling: the log-probabilities its rows asked for (taken from the
+model's logits, before any mask), the structured-output masks applied to the constrained rows
+(engine/constraints.py), the draw, and each constrained row's matcher told its token.
 """
 
 from __future__ import annotations
 
 import secrets
 from collections.abc import Sequence as Seq
-from dataclasses import dataclass
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 
 import torch
 
 from contracts.sampling import TOP_K_OFF, TOP_P_OFF
 from engine import kernels
-from engine.sequence import SamplingParams, Sequence
+from engine.constraints import Masks
+from engine.sequence import SamplingParams, Sequence, TokenLogprob
 
 
 class SamplingError(Exception):
@@ -27,6 +33,41 @@ class SamplingError(Exception):
 class Sampled:
     tokens: dict[str, int]  # sequence id -> its next token
     failed: dict[str, str]  # sequence id -> why no token could be drawn (an exception type name)
+    logprobs: dict[str, TokenLogprob] = field(default_factory=dict)  # of the rows that asked
+
+
+class GrammarRefused(Exception):
+    """A constrained row's matcher refused the token drawn under its own mask (a grammar engine fault)."""
+
+
+def sample_step(seqs: Seq[Sequence], logits: torch.Tensor, masks: Future[torch.Tensor] | None) -> Sampled:
+    """logits: [S, vocab] fp32, row i for seqs[i]; masks: the constrained rows' allowed tokens, in
+    row order (Masks.start), or None when no row is constrained."""
+    asked = [i for i, seq in enumerate(seqs) if seq.request.logprobs]
+    model_logprobs = torch.log_softmax(logits[asked].float(), dim=-1) if asked else None  # [A, vocab]
+    if masks is not None:
+        Masks.apply(logits, [i for i, seq in enumerate(seqs) if seq.matcher is not None], masks.result())
+    sampled = sample_batch(seqs, logits)
+    for seq in seqs:
+        token = sampled.tokens.get(seq.id)
+        if seq.matcher is not None and token is not None and not seq.matcher.consume_token(token):
+            del sampled.tokens[seq.id]
+            sampled.failed[seq.id] = GrammarRefused.__name__
+    for row, i in enumerate(asked):
+        seq = seqs[i]
+        token = sampled.tokens.get(seq.id)
+        if token is not None and model_logprobs is not None:
+            sampled.logprobs[seq.id] = token_logprob(model_logprobs[row], token, seq.request.top_logprobs)
+    return sampled
+
+
+def token_logprob(logprobs: torch.Tensor, token: int, top: int) -> TokenLogprob:
+    """logprobs: [vocab], a row's log-softmax -> the token's, with the `top` most likely tokens."""
+    best: tuple[tuple[int, float], ...] = ()
+    if top > 0:
+        values, ids = torch.topk(logprobs, min(top, logprobs.shape[-1]))
+        best = tuple(zip(ids.tolist(), values.tolist(), strict=True))
+    return TokenLogprob(token, float(logprobs[token]), best)
 
 
 def make_generator(params: SamplingParams) -> torch.Generator | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from contracts.sampling import GREEDY_BELOW_TEMPERATURE, TOP_K_OFF, TOP_P_OFF
 from contracts.tier import Tier
@@ -54,6 +54,19 @@ class EngineRequest:
     cache_salt: str = ""  # server-controlled prefix-cache scope (tenant or trust group)
     tier: Tier = Tier.INTERACTIVE  # lower is scheduled first
     weight: float = 1.0  # the salt's weighted-fair share of prefill
+    guide: tuple[str, str] | None = None  # structured output: (guide type, guide), contracts/guides.py
+    logprobs: bool = False  # report each new token's log-probability (StepOutput.logprobs)
+    top_logprobs: int = 0  # ... and this many most likely alternatives (0..MAX_TOP_LOGPROBS)
+
+
+@dataclass(slots=True, frozen=True)
+class TokenLogprob:
+    """A generated token's log-probability under the model: the log-softmax of its logits before
+    any sampling setting or structured-output mask (so, as OpenAI reports them)."""
+
+    token_id: int
+    logprob: float
+    top: tuple[tuple[int, float], ...]  # (token id, logprob) of the most likely tokens, best first
 
 
 @dataclass(slots=True, frozen=True)
@@ -65,6 +78,7 @@ class StepOutput:
     num_output_tokens: int  # cumulative
     finish_reason: FinishReason | None  # set on the request's last output
     error: str | None = None  # FinishReason.ERROR: why, as an exception type name (never request data)
+    logprobs: tuple[TokenLogprob, ...] = ()  # one per new token, when the request asked for them
 
 
 @dataclass(slots=True, eq=False)
@@ -81,6 +95,7 @@ class Sequence:
     finish_reason: FinishReason | None = None
     finish_tag: float | None = None  # its prompt's prefill order, fixed at its first chunk (prefill_order.py)
     admitted_s: float | None = None  # the engine clock at add_request, kept if preempted; None: no deadline
+    matcher: Any = None  # structured output: its grammar matcher (engine/constraints.py), else None
 
     @property
     def id(self) -> str:
