@@ -21,8 +21,13 @@ RUNTIME_TOP_K = "runtime_top_k"  # INT32 [batch, 1]; contracts.sampling.TOP_K_OF
 RUNTIME_TOP_P = "runtime_top_p"  # FP32 [batch, 1]; contracts.sampling.TOP_P_OFF is off
 TEMPERATURE = "temperature"  # FP32 [batch, 1]; 0 is greedy
 RANDOM_SEED = "random_seed"  # UINT64 [batch, 1]
+# structured outputs: a contracts.guides guide type and its text (absent: free generation)
+GUIDED_DECODING_GUIDE_TYPE = "guided_decoding_guide_type"  # BYTES [batch, 1]
+GUIDED_DECODING_GUIDE = "guided_decoding_guide"  # BYTES [batch, 1]
+RETURN_LOG_PROBS = "return_log_probs"  # BOOL [batch, 1]: each token's log-probability in output_log_probs
 TRTLLM_INPUTS = (INPUT_IDS, INPUT_LENGTHS, REQUEST_OUTPUT_LEN, END_ID, PAD_ID, STREAMING, RUNTIME_TOP_K,
-                 RUNTIME_TOP_P, TEMPERATURE, RANDOM_SEED)  # fmt: skip
+                 RUNTIME_TOP_P, TEMPERATURE, RANDOM_SEED, GUIDED_DECODING_GUIDE_TYPE, GUIDED_DECODING_GUIDE,
+                 RETURN_LOG_PROBS)  # fmt: skip
 
 # --- inputs: our extensions (optional; a TensorRT-LLM worker gets none) ------------------------
 GENERATION_ID = "generation_id"  # BYTES [batch, 1]
@@ -30,16 +35,21 @@ EPOCH = "epoch"  # INT64 [batch, 1]: the attempt's epoch
 CACHE_SALT = "cache_salt"  # BYTES [batch, 1]: the prefix-cache scope (the tenant)
 TENANT_WEIGHT = "tenant_weight"  # FP32 [batch, 1]: the tenant's fair share of prefill
 TIER = "tier"  # INT32 [batch, 1]: a contracts.tier.Tier value; absent: INTERACTIVE
-EXTENSION_INPUTS = (GENERATION_ID, EPOCH, CACHE_SALT, TENANT_WEIGHT, TIER)
+TOP_LOGPROBS = "top_logprobs"  # INT32 [batch, 1]: alternatives per token (with return_log_probs)
+EXTENSION_INPUTS = (GENERATION_ID, EPOCH, CACHE_SALT, TENANT_WEIGHT, TIER, TOP_LOGPROBS)
 
 # --- outputs ------------------------------------------------------------------------------------
 OUTPUT_IDS = "output_ids"  # INT32 [batch, beam, tokens]
 SEQUENCE_LENGTH = "sequence_length"  # INT32 [batch, beam]
-TRTLLM_OUTPUTS = (OUTPUT_IDS, SEQUENCE_LENGTH)
+OUTPUT_LOG_PROBS = "output_log_probs"  # FP32 [batch, beam, tokens]: one per token of output_ids
+TRTLLM_OUTPUTS = (OUTPUT_IDS, SEQUENCE_LENGTH, OUTPUT_LOG_PROBS)
 NUM_INPUT_TOKENS = "num_input_tokens"  # INT32 [batch, 1]: the prompt's tokens
 NUM_CACHED_TOKENS = "num_cached_tokens"  # INT32 [batch, 1]: of those, served from the prefix cache
 NUM_OUTPUT_TOKENS = "num_output_tokens"  # INT32 [batch, 1]: generated so far
-EXTENSION_OUTPUTS = (NUM_INPUT_TOKENS, NUM_CACHED_TOKENS, NUM_OUTPUT_TOKENS)
+OUTPUT_TOP_LOGPROB_IDS = "output_top_logprob_ids"  # INT32 [batch, tokens, top]: the alternatives...
+OUTPUT_TOP_LOGPROBS = "output_top_logprobs"  # FP32 [batch, tokens, top]: ... and theirs, best first
+EXTENSION_OUTPUTS = (NUM_INPUT_TOKENS, NUM_CACHED_TOKENS, NUM_OUTPUT_TOKENS, OUTPUT_TOP_LOGPROB_IDS,
+                     OUTPUT_TOP_LOGPROBS)  # fmt: skip
 
 
 class Refusal(enum.StrEnum):

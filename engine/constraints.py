@@ -33,9 +33,11 @@ class Grammars:
     """Compiled guides for one tokenizer. The tokenizer's grammar form (~0.5 s, tens of MB) is built
     at the first constrained request, so a worker that serves none pays nothing for it."""
 
-    def __init__(self, tokenizer_json: Path, eos_token_id: int, capacity: int = DEFAULT_GRAMMARS) -> None:
+    def __init__(
+        self, tokenizer_json: Path, eos_token_ids: Sequence[int], capacity: int = DEFAULT_GRAMMARS
+    ) -> None:
         self._path = tokenizer_json
-        self._eos = eos_token_id
+        self._eos = list(eos_token_ids)
         self._capacity = capacity
         self._tokenizer: Any = None
         self._compiled: OrderedDict[str, Any] = OrderedDict()  # guide hash -> a fresh matcher
@@ -48,7 +50,7 @@ class Grammars:
         template = self._compiled.get(key)
         if template is None:
             if self._tokenizer is None:
-                self._tokenizer = LLTokenizer(self._path.read_text(), eos_token=self._eos)
+                self._tokenizer = LLTokenizer(self._path.read_text(encoding="utf-8"), eos_token=self._eos)
             template = LLMatcher(self._tokenizer, grammar_of(guide_type, guide), log_level=0, limits=limits())
             if template.is_error():
                 error = template.get_error()

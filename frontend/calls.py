@@ -27,6 +27,7 @@ from frontend.auth import Tenant
 from frontend.catalog.registry import ModelRegistry, ServedVersion
 from frontend.dispatch.worker_pool import WorkerPool
 from frontend.fleet.relay_client import Forwarding, RelayStream
+from frontend.generations.constraints import GuideChecker
 from frontend.generations.manager import GenerationManager, LiveGeneration, NotRetained
 from frontend.generations.offload import Offload
 from frontend.generations.reader import Follower, Reader
@@ -70,6 +71,7 @@ class GenerationCalls:
         self.manager = manager
         self.limits = limits
         self.offload = offload or Offload()  # tokenization and templates, off the event loop
+        self.guides = GuideChecker(self.offload)  # structured outputs' constraints, compiled there too
         self.forwarding = forwarding
 
     async def start(self, tenant: Tenant, request: pb.GenerateRequest) -> LiveGeneration:
@@ -78,6 +80,8 @@ class GenerationCalls:
         received = (time.time_ns(), time.monotonic())
         try:
             req = validate(request, self.limits)
+            if req.params.guide is not None:
+                await self.guides.check(req.params.guide)
             key = f"{tenant.id}/{req.request_id}" if req.request_id else ""
             version = self.registry.resolve(req.model, key)
             prompt_ids = await self.offload.run(tokenize, version, req)

@@ -6,7 +6,9 @@ both), so it never runs on our CPU machines. By default it prints the steps; `--
 
     1. convert   the artifact's Hugging Face Llama checkpoint -> a TensorRT-LLM checkpoint (bf16)
     2. build     trtllm-build with paged KV cache, paged context FMHA (chunked prefill), no padding
-    3. repository config.pbtxt from the template, pointing at the engine
+    3. grammar   the tokenizer's vocabulary for guided decoding (structured outputs, xgrammar: the
+                 backend TensorRT-LLM's C++ runtime has; the CPU worker uses llguidance)
+    4. repository config.pbtxt from the template, pointing at the engine
 
 Run: `python -m prebuild.trtllm --artifact var/models/smollm2-135m/<version> --work-dir var/trtllm`.
 """
@@ -44,8 +46,13 @@ class EngineBuild:
     def engine_dir(self) -> Path:
         return self.work_dir / "engine"
 
-    def commands(self, convert_script: str) -> list[list[str]]:
-        """The conversion and build commands (convert_script: TensorRT-LLM's llama converter)."""
+    @property
+    def tokenizer_info_path(self) -> Path:
+        return self.work_dir / "xgrammar" / "xgrammar_tokenizer_info.json"
+
+    def commands(self, convert_script: str, grammar_script: str = "") -> list[list[str]]:
+        """The conversion, build and grammar commands (convert_script: TensorRT-LLM's llama
+        converter; grammar_script: its generate_xgrammar_tokenizer_info.py, "" for none)."""
         return [
             [
                 sys.executable, convert_script,
@@ -66,6 +73,11 @@ class EngineBuild:
                 "--max_num_tokens", str(self.max_num_tokens),
                 "--max_seq_len", str(self.max_seq_len),
             ],
+            *([[
+                sys.executable, grammar_script,
+                "--model_dir", str(self.artifact_dir),
+                "--output_dir", str(self.tokenizer_info_path.parent),
+            ]] if grammar_script else []),
         ]  # fmt: skip
 
 
@@ -77,6 +89,7 @@ def render_config(build: EngineBuild, triton_model_name: str) -> str:
         engine_dir=str(build.engine_dir),
         scheduler_policy=build.scheduler_policy,
         max_tokens_in_paged_kv_cache=build.max_batch_size * build.max_seq_len,
+        xgrammar_tokenizer_info_path=str(build.tokenizer_info_path),
     )
 
 
@@ -94,10 +107,11 @@ def main() -> int:
     parser.add_argument("--artifact", type=Path, required=True)
     parser.add_argument("--work-dir", type=Path, default=ROOT / "var" / "trtllm")
     parser.add_argument("--convert-script", default="examples/llama/convert_checkpoint.py")
+    parser.add_argument("--grammar-script", default="examples/generate_xgrammar_tokenizer_info.py")
     parser.add_argument("--run", action="store_true", help="execute the steps (needs a GPU and tensorrt_llm)")
     args = parser.parse_args()
     build = EngineBuild(args.artifact.resolve(), args.work_dir.resolve())
-    for cmd in build.commands(args.convert_script):
+    for cmd in build.commands(args.convert_script, args.grammar_script):
         print(" ".join(cmd))
         if args.run:
             subprocess.run(cmd, check=True)

@@ -259,13 +259,14 @@ class WorkerAdapter:
             self.log.log_error(f"request {out.request_id[:64]} failed in the engine: {out.error}")
             send(live, ErrorResponse(refusal_message(Refusal.INTERNAL_ERROR, out.error or "")), final=True)
         elif live.streaming:
-            ids = live.to_send(out.new_token_ids, out.num_output_tokens, done, self._coalescing)
-            if ids is not None:
-                send(live, step_outputs(ids), final=done)
+            due = live.to_send(out.new_token_ids, out.logprobs, out.num_output_tokens, done, self._coalescing)
+            if due is not None:
+                send(live, step_outputs(*due), final=done)
         else:
             live.held.extend(out.new_token_ids)
+            live.held_logprobs.extend(out.logprobs)
             if done:
-                send(live, full_outputs(live.held, out), final=True)
+                send(live, full_outputs(live.held, live.held_logprobs, out), final=True)
 
     def _fail_one(self, live: LiveRequest, e: Exception, abort: bool) -> None:
         """Ends one request whose own part raised, with an error FINAL; with `abort`, the engine

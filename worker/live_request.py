@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from engine.engine import TokenLogprob
 from worker.outbox import Stream
 from worker.protocol import Request
 from worker.request_spans import RequestSpan
@@ -31,7 +32,7 @@ CHECK_EVERY = 4  # steps between a coalesced batch-tier stream's cancellation ch
 
 
 class LiveRequest(Stream):
-    __slots__ = ("batch_tier", "check_turn", "held", "span", "streaming")
+    __slots__ = ("batch_tier", "check_turn", "held", "held_logprobs", "span", "streaming")
 
     def __init__(
         self, rid: str, request: Request, streaming: bool, batch_tier: bool, check_turn: int
@@ -42,20 +43,28 @@ class LiveRequest(Stream):
         self.check_turn = check_turn  # while coalesced, asked where steps % CHECK_EVERY is this
         # non-streaming: every token, sent once at the end; streaming: tokens held for coalescing
         self.held: list[int] = []
+        self.held_logprobs: list[TokenLogprob] = []  # theirs, when the request asked for them
         self.span: RequestSpan | None = None  # its engine span (request_spans.py), until it ends
 
     def to_send(
-        self, new_ids: Sequence[int], produced: int, done: bool, coalescing: bool
-    ) -> Sequence[int] | None:
-        """A streaming request's tokens to send after a step (`produced` in all so far), or None
-        while they are held for coalescing; its first tokens and its last are never held."""
+        self,
+        new_ids: Sequence[int],
+        new_logprobs: Sequence[TokenLogprob],
+        produced: int,
+        done: bool,
+        coalescing: bool,
+    ) -> tuple[Sequence[int], Sequence[TokenLogprob]] | None:
+        """A streaming request's tokens (and their log-probabilities) to send after a step
+        (`produced` in all so far), or None while they are held for coalescing; its first tokens
+        and its last are never held."""
         ids = (*self.held, *new_ids) if self.held else new_ids  # no copy per step unless held
+        logprobs = (*self.held_logprobs, *new_logprobs) if self.held_logprobs else new_logprobs
         first = produced == len(ids)  # nothing sent before
         if not (done or first) and self.batch_tier and coalescing and len(ids) < COALESCE_TOKENS:
-            self.held = list(ids)  # sent with a later step's tokens
+            self.held, self.held_logprobs = list(ids), list(logprobs)  # sent with a later step's tokens
             return None
-        self.held = []
-        return ids
+        self.held, self.held_logprobs = [], []
+        return ids, logprobs
 
 
 def end_span(live: LiveRequest, reason: str, error: bool = True) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from artifacts.manifest import ArtifactIntegrityError, Manifest, read_manifest, remember_checks_in, verify
 from engine import cost_model, kernels, step_budget
 from engine.config import DTYPES, resolve_dtype
+from engine.constraints import Grammars
 from engine.engine import Engine, EngineConfig
 from engine.model import LlamaForCausalLM
 from engine.step_budget import StepCost
@@ -102,8 +103,11 @@ def _load(
         compatibility_key=f"{manifest.compatibility_key}:{dtype_name}",
     )
 
+    # structured outputs: guides compiled for this model's tokenizer, kept across engine rebuilds
+    grammars = Grammars(d.artifact_dir / "tokenizer.json", sorted(model.config.eos_token_ids))
+
     def new_engine() -> Engine:
-        return Engine(model, config)
+        return Engine(model, config, grammars=grammars)
 
     engine = torch_thread.call(new_engine)
     release_freed_memory()  # what loading freed, back to the OS (heap.py)

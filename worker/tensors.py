@@ -3,8 +3,9 @@ engine's outputs as response tensors.
 
 Responses of a streaming request: first an admission response with the prompt's counts
 (`num_input_tokens`, `num_cached_tokens`) and no tokens, then one response per step with only that
-step's `output_ids` (the frontend counts output tokens itself: every tensor is another shared-memory
-copy in the stub, another conversion in tritonserver and another field to parse in the frontend).
+step's `output_ids`, and their `output_log_probs` and alternatives when the request asked for them
+(the frontend counts output tokens itself: every tensor is another shared-memory copy in the stub,
+another conversion in tritonserver and another field to parse in the frontend).
 A non-streaming request gets one response with every token and every count.
 """
 
@@ -17,7 +18,7 @@ import numpy as np
 from contracts import worker as wire
 from contracts.sampling import TOP_K_OFF, TOP_P_OFF
 from contracts.tier import Tier
-from engine.engine import EngineRequest, SamplingParams, StepOutput
+from engine.engine import EngineRequest, SamplingParams, StepOutput, TokenLogprob
 from worker.protocol import Array, Outputs, Request
 
 Scalar = int | float | str | bytes
@@ -70,6 +71,8 @@ def engine_request(request: Request, request_id: str, eos_ids: frozenset[int]) -
     else:
         stop = frozenset([int(end_id)])
     seed = _scalar(request, wire.RANDOM_SEED)
+    guide_type = _text(request, wire.GUIDED_DECODING_GUIDE_TYPE)
+    logprobs = bool(_scalar(request, wire.RETURN_LOG_PROBS))
     return EngineRequest(
         request_id=request_id,
         prompt_ids=tuple(int(t) for t in ids[:length]),
@@ -84,6 +87,9 @@ def engine_request(request: Request, request_id: str, eos_ids: frozenset[int]) -
         cache_salt=_text(request, wire.CACHE_SALT),
         tier=Tier(_int(request, wire.TIER, Tier.INTERACTIVE)),
         weight=_float(request, wire.TENANT_WEIGHT, 1.0) or 1.0,
+        guide=(guide_type, _text(request, wire.GUIDED_DECODING_GUIDE)) if guide_type else None,
+        logprobs=logprobs,
+        top_logprobs=_int(request, wire.TOP_LOGPROBS, 0) if logprobs else 0,
     )
 
 
@@ -104,12 +110,12 @@ def admission_outputs(admitted: StepOutput) -> Outputs:
     }
 
 
-def step_outputs(ids: Sequence[int]) -> Outputs:
-    """A streamed step: its new tokens and nothing else."""
-    return {wire.OUTPUT_IDS: _ids(ids)}
+def step_outputs(ids: Sequence[int], logprobs: Sequence[TokenLogprob] = ()) -> Outputs:
+    """A streamed step: its new tokens (and their log-probabilities, when asked for) and nothing else."""
+    return {wire.OUTPUT_IDS: _ids(ids), **_logprobs(logprobs)}
 
 
-def full_outputs(ids: Sequence[int], last: StepOutput) -> Outputs:
+def full_outputs(ids: Sequence[int], logprobs: Sequence[TokenLogprob], last: StepOutput) -> Outputs:
     """The one response of a non-streaming request: every token and every count."""
     return {
         wire.OUTPUT_IDS: _ids(ids),
@@ -117,4 +123,23 @@ def full_outputs(ids: Sequence[int], last: StepOutput) -> Outputs:
         wire.NUM_INPUT_TOKENS: _count(last.num_prompt_tokens),
         wire.NUM_CACHED_TOKENS: _count(last.num_cached_tokens),
         wire.NUM_OUTPUT_TOKENS: _count(last.num_output_tokens),
+        **_logprobs(logprobs),
+    }
+
+
+def _logprobs(logprobs: Sequence[TokenLogprob]) -> Outputs:
+    """Each token's log-probability [1, 1, n] and its alternatives [1, n, top], best first."""
+    if not logprobs:
+        return {}
+    top = len(logprobs[0].top)
+    return {
+        wire.OUTPUT_LOG_PROBS: np.asarray([lp.logprob for lp in logprobs], dtype=np.float32).reshape(
+            1, 1, -1
+        ),
+        wire.OUTPUT_TOP_LOGPROB_IDS: np.asarray(
+            [[t for t, _ in lp.top] for lp in logprobs], dtype=np.int32
+        ).reshape(1, len(logprobs), top),
+        wire.OUTPUT_TOP_LOGPROBS: np.asarray(
+            [[v for _, v in lp.top] for lp in logprobs], dtype=np.float32
+        ).reshape(1, len(logprobs), top),
     }

@@ -6,16 +6,18 @@ rendered with the version's exact chat template (generation prompt appended), th
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
+import jinja2.meta
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import Tokenizer
 from tokenizers.decoders import DecodeStream
 
-ROLES = ("system", "user", "assistant")
+ROLES = ("system", "user", "assistant", "tool")
 
 
 class TemplateError(ValueError):
@@ -40,6 +42,8 @@ class ModelTokenizer:
         )
         env.globals["raise_exception"] = _raise_exception
         self._template = env.from_string(chat_template)
+        # a template renders tool definitions only if it reads a `tools` variable
+        self.renders_tools = "tools" in jinja2.meta.find_undeclared_variables(env.parse(chat_template))
         self.eos_token_id = eos_token_id
         self.vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
 
@@ -72,6 +76,30 @@ class ModelTokenizer:
 
     def detokenizer(self) -> Detokenizer:
         return Detokenizer(self._tokenizer)
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """One token's bytes (a byte-level BPE piece may hold part of a UTF-8 character)."""
+        piece = self._tokenizer.id_to_token(token_id)
+        if piece is None:
+            return b""
+        decoder = _byte_decoder()
+        if all(c in decoder for c in piece):
+            return bytes(decoder[c] for c in piece)
+        return str(piece).encode()  # an added token, spelled as itself
+
+
+@functools.cache
+def _byte_decoder() -> dict[str, int]:
+    """Byte-level BPE's printable stand-ins for the 256 byte values, reversed (GPT-2's table)."""
+    printable = [
+        *range(ord("!"), ord("~") + 1),
+        *range(ord("¡"), ord("¬") + 1),
+        *range(ord("®"), ord("ÿ") + 1),
+    ]
+    stand_ins = {b: chr(b) for b in printable}
+    extra = (b for b in range(256) if b not in stand_ins)
+    stand_ins |= {b: chr(256 + n) for n, b in enumerate(extra)}
+    return {c: b for b, c in stand_ins.items()}
 
 
 class Detokenizer:

@@ -42,6 +42,13 @@ class WorkerChunk:
     token_ids: list[int]
     num_input_tokens: int | None = None
     num_cached_tokens: int | None = None
+    logprobs: tuple[ChunkLogprob, ...] = ()  # one per token id, when the request asked for them
+
+
+@dataclass(slots=True, frozen=True)
+class ChunkLogprob:
+    logprob: float
+    top: tuple[tuple[int, float], ...]  # (token id, logprob) of the most likely tokens, best first
 
 
 @dataclass(slots=True, frozen=True)
@@ -60,6 +67,9 @@ class WorkerRequest:
     tenant_weight: float = 1.0
     tier: Tier = Tier.INTERACTIVE
     trace_headers: tuple[tuple[str, str], ...] = ()  # W3C trace context (traceparent) for Triton
+    guide: tuple[str, str] | None = None  # structured output: (guide type, guide), contracts/guides.py
+    logprobs: bool = False
+    top_logprobs: int = 0  # alternatives per token (our worker only; TensorRT-LLM reports none)
 
 
 def _tensor(name: str, value: np.ndarray, dtype: str) -> InferInput:
@@ -72,6 +82,8 @@ def _tensor(name: str, value: np.ndarray, dtype: str) -> InferInput:
 # its admission response). Output token counts are the frontend's own: it sees every token.
 REQUESTED = (wire.OUTPUT_IDS,)
 REQUESTED_EXTENSIONS = (wire.NUM_INPUT_TOKENS, wire.NUM_CACHED_TOKENS)
+REQUESTED_LOGPROBS = (wire.OUTPUT_LOG_PROBS,)  # ... when the request asked for log-probabilities
+REQUESTED_TOP_LOGPROBS = (wire.OUTPUT_TOP_LOGPROB_IDS, wire.OUTPUT_TOP_LOGPROBS)
 
 
 def parse_response(result: InferResult) -> WorkerChunk:
@@ -84,12 +96,37 @@ def parse_response(result: InferResult) -> WorkerChunk:
         raise WorkerError(f"malformed worker response: {len(response.outputs)} outputs, {len(raw)} raw")
     ids: list[int] = []
     counts: dict[str, int] = {}
+    floats: dict[str, np.ndarray] = {}
     for output, data in zip(response.outputs, raw, strict=True):
         if output.name == wire.OUTPUT_IDS:
             ids = np.frombuffer(data, dtype="<i4").tolist()
         elif output.name in REQUESTED_EXTENSIONS and len(data) >= 4:
             counts[output.name] = int.from_bytes(data[:4], "little", signed=True)
-    return WorkerChunk(ids, counts.get(wire.NUM_INPUT_TOKENS), counts.get(wire.NUM_CACHED_TOKENS))
+        elif output.name in (*REQUESTED_LOGPROBS, *REQUESTED_TOP_LOGPROBS):
+            dtype = "<i4" if output.name == wire.OUTPUT_TOP_LOGPROB_IDS else "<f4"
+            floats[output.name] = np.frombuffer(data, dtype=dtype).reshape(list(output.shape))
+    chunk = WorkerChunk(ids, counts.get(wire.NUM_INPUT_TOKENS), counts.get(wire.NUM_CACHED_TOKENS))
+    return _with_logprobs(chunk, floats) if wire.OUTPUT_LOG_PROBS in floats and ids else chunk
+
+
+def _with_logprobs(chunk: WorkerChunk, outputs: dict[str, np.ndarray]) -> WorkerChunk:
+    values = outputs[wire.OUTPUT_LOG_PROBS].reshape(-1).tolist()  # [1, 1, n]
+    if len(values) != len(chunk.token_ids):
+        raise WorkerError(
+            f"malformed worker response: {len(values)} logprobs for {len(chunk.token_ids)} tokens"
+        )
+    top_ids = outputs.get(wire.OUTPUT_TOP_LOGPROB_IDS)  # [1, n, k]
+    top_values = outputs.get(wire.OUTPUT_TOP_LOGPROBS)
+    tops: list[tuple[tuple[int, float], ...]] = [()] * len(values)
+    if top_ids is not None and top_values is not None and top_ids.size:
+        tops = [
+            tuple(zip(i.tolist(), v.tolist(), strict=True))
+            for i, v in zip(
+                top_ids.reshape(len(values), -1), top_values.reshape(len(values), -1), strict=True
+            )
+        ]
+    logprobs = tuple(ChunkLogprob(value, top) for value, top in zip(values, tops, strict=True))
+    return WorkerChunk(chunk.token_ids, chunk.num_input_tokens, chunk.num_cached_tokens, logprobs)
 
 
 def build_inputs(req: WorkerRequest, extensions: bool = True) -> list[InferInput]:
@@ -109,8 +146,22 @@ def build_inputs(req: WorkerRequest, extensions: bool = True) -> list[InferInput
     ]
     if req.seed is not None:
         inputs.append(_tensor(wire.RANDOM_SEED, np.asarray([[req.seed]], dtype=np.uint64), "UINT64"))
+    if req.guide is not None:
+        guide_type, guide = req.guide
+        inputs.append(
+            _tensor(
+                wire.GUIDED_DECODING_GUIDE_TYPE, np.asarray([[guide_type.encode()]], dtype=object), "BYTES"
+            )
+        )
+        inputs.append(
+            _tensor(wire.GUIDED_DECODING_GUIDE, np.asarray([[guide.encode()]], dtype=object), "BYTES")
+        )
+    if req.logprobs:
+        inputs.append(_tensor(wire.RETURN_LOG_PROBS, np.asarray([[True]], dtype=bool), "BOOL"))
     if not extensions:
         return inputs
+    if req.logprobs and req.top_logprobs:
+        inputs.append(_tensor(wire.TOP_LOGPROBS, np.asarray([[req.top_logprobs]], dtype=np.int32), "INT32"))
     return [
         *inputs,
         _tensor(wire.GENERATION_ID, np.asarray([[req.generation_id.encode()]], dtype=object), "BYTES"),
@@ -159,6 +210,12 @@ class TritonWorker:
         except InferenceServerException:
             return False
 
+    def _outputs_of(self, req: WorkerRequest) -> tuple[str, ...]:
+        if not req.logprobs:
+            return self._outputs
+        top = REQUESTED_TOP_LOGPROBS if self.extensions and req.top_logprobs else ()
+        return (*self._outputs, *REQUESTED_LOGPROBS, *top)
+
     def _trace_parameters(self, req: WorkerRequest) -> dict[str, str] | None:
         if not self.extensions:
             return None
@@ -175,7 +232,7 @@ class TritonWorker:
             yield {
                 "model_name": req.model,
                 "inputs": build_inputs(req, self.extensions),
-                "outputs": [InferRequestedOutput(name) for name in self._outputs],
+                "outputs": [InferRequestedOutput(name) for name in self._outputs_of(req)],
                 "request_id": req.generation_id,
                 # also in the request itself, for our CPU worker (an extension): Triton sometimes
                 # leaves the header unread, the worker parents its engine span on this copy

@@ -88,6 +88,8 @@ def payload_hash(version_id: str, prompt_ids: tuple[int, ...], req: ValidatedReq
         ],
         "tier": req.tier,
     }
+    if p.guide is not None or p.logprobs:  # only when set: a free request's hash is what it always was
+        doc["output"] = [list(p.guide) if p.guide else None, p.logprobs, p.top_logprobs]
     return hashlib.sha256(json.dumps(doc, separators=(",", ":")).encode()).hexdigest()
 
 

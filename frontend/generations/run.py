@@ -93,6 +93,9 @@ class GenerationRun:
             tenant_weight=self.tenant_weight,
             tier=self.tier,
             trace_headers=self.trace_headers,
+            guide=p.guide,
+            logprobs=p.logprobs,
+            top_logprobs=p.top_logprobs,
         )
 
     async def events(
@@ -127,7 +130,8 @@ class GenerationRun:
                     self.output_ids.extend(new_ids)
                     result = stops.feed("".join(detok.step(t) for t in new_ids))
                     self.delivered_tokens += len(new_ids)
-                    yield self._event(delta=pb.Delta(text=result.emit, token_ids=new_ids))
+                    delta = pb.Delta(text=result.emit, token_ids=new_ids, logprobs=self._logprobs(chunk))
+                    yield self._event(delta=delta)
                     if self._usage_due():
                         yield self._event(usage=pb.UsageUpdate(usage=self.usage()))
                     if result.stopped:
@@ -145,6 +149,27 @@ class GenerationRun:
                     yield self._event(delta=pb.Delta(text=tail))
         for event in self.closing_events(reason):
             yield event
+
+    def _logprobs(self, chunk: WorkerChunk) -> list[pb.TokenLogprob]:
+        """The chunk's tokens' log-probabilities as the API's messages (none unless asked for)."""
+        tokenizer = self.version.tokenizer
+
+        def named(token_id: int) -> tuple[str, bytes]:
+            raw = tokenizer.token_bytes(token_id)
+            return raw.decode(errors="replace"), raw
+
+        out = []
+        for token_id, lp in zip(chunk.token_ids, chunk.logprobs, strict=False):
+            text, raw = named(token_id)
+            top = [
+                pb.TopLogprob(token_id=t, token=named(t)[0], bytes=named(t)[1], logprob=v) for t, v in lp.top
+            ]
+            out.append(
+                pb.TokenLogprob(
+                    token_id=token_id, token=text, bytes=raw, logprob=lp.logprob, top_logprobs=top
+                )
+            )
+        return out
 
     def _usage_due(self) -> bool:
         tokens, at = self._usage_at

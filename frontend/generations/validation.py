@@ -8,9 +8,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from contracts.guides import MAX_TOP_LOGPROBS
 from contracts.sampling import GREEDY_BELOW_TEMPERATURE, TOP_K_OFF, TOP_P_OFF
 from contracts.tier import Tier
 from frontend.catalog.tokenization import ROLES, Message
+from frontend.generations.constraints import guide_of
 from frontend.refusals import InvalidRequest
 from llm.v1 import generations_pb2 as pb
 
@@ -40,6 +42,9 @@ class GenerationParams:
     seed: int | None = None
     stop: tuple[str, ...] = ()
     ignore_eos: bool = False
+    guide: tuple[str, str] | None = None  # structured output: (guide type, guide), contracts/guides.py
+    logprobs: bool = False  # each output token's log-probability in the deltas
+    top_logprobs: int = 0  # ... with this many alternatives
 
 
 @dataclass(slots=True, frozen=True)
@@ -125,6 +130,17 @@ def _params(req: pb.GenerateRequest) -> GenerationParams:
     for stop in s.stop:
         if not 0 < len(stop.encode()) <= MAX_STOP_BYTES:
             raise _sampling("stop", f"each stop string must be 1..{MAX_STOP_BYTES} bytes")
+    guide = guide_of(req.constraint) if req.HasField("constraint") else None
+    if guide is not None and s.ignore_eos:
+        raise InvalidRequest(
+            "CONFLICTING_SETTINGS", "a constrained generation ends where its constraint does: not ignore_eos"
+        )
+    if not 0 <= req.top_logprobs <= MAX_TOP_LOGPROBS:
+        raise InvalidRequest(
+            "INVALID_LOGPROBS", f"top_logprobs must be 0..{MAX_TOP_LOGPROBS}", field="top_logprobs"
+        )
+    if req.top_logprobs and not req.logprobs:
+        raise InvalidRequest("INVALID_LOGPROBS", "top_logprobs needs logprobs", field="top_logprobs")
     return GenerationParams(
         max_output_tokens=req.max_output_tokens,
         temperature=temperature,
@@ -133,6 +149,9 @@ def _params(req: pb.GenerateRequest) -> GenerationParams:
         seed=s.seed if s.HasField("seed") else None,
         stop=tuple(s.stop),
         ignore_eos=s.ignore_eos,
+        guide=guide,
+        logprobs=req.logprobs,
+        top_logprobs=req.top_logprobs,
     )
 
 

@@ -95,6 +95,8 @@ def generation_result(events: Iterable[pb.GenerationEvent]) -> dict[str, Any]:
         elif kind == "delta":
             text.append(event.delta.text)
             doc["tokenIds"].extend(event.delta.token_ids)
+            if event.delta.logprobs:  # asked for: one per token id, as in the stream's deltas
+                doc.setdefault("logprobs", []).extend(to_json(lp) for lp in event.delta.logprobs)
         elif kind == "finished":
             doc["finished"] = to_json(event.finished)
     doc["text"] = "".join(text)
@@ -102,8 +104,12 @@ def generation_result(events: Iterable[pb.GenerationEvent]) -> dict[str, Any]:
 
 
 def rest_event(event: pb.GenerationEvent) -> bytes:
-    """One server-sent event: `id:` is its sequence (what Last-Event-ID resumes after)."""
-    return b"id: %d\ndata: %s\n\n" % (event.sequence, dumps(to_json(event)))
+    """One server-sent event: `id:` is its sequence (what Last-Event-ID resumes after). A delta
+    carries `logprobs` only when the request asked for them."""
+    doc = to_json(event)
+    if "delta" in doc and not doc["delta"].get("logprobs"):
+        doc["delta"].pop("logprobs", None)
+    return b"id: %d\ndata: %s\n\n" % (event.sequence, dumps(doc))
 
 
 def rest_error_event(error: ApiError) -> bytes:

@@ -36,7 +36,7 @@ def tok(artifact_dir: Path) -> Tokenizer:
 
 def engine_for(model: LlamaForCausalLM, artifact_dir: Path) -> Engine:
     config = EngineConfig(num_blocks=512, max_num_seqs=64, max_num_batched_tokens=512)
-    return Engine(model, config, grammars=Grammars(artifact_dir / "tokenizer.json", EOS))
+    return Engine(model, config, grammars=Grammars(artifact_dir / "tokenizer.json", [EOS]))
 
 
 def prompt(tok: Tokenizer, text: str) -> tuple[int, ...]:

@@ -87,7 +87,9 @@ def test_constrained_logprobs_are_the_models_before_the_mask(
         logprobs=True,
         top_logprobs=3,
     )
-    engine = Engine(model, EngineConfig(num_blocks=64), grammars=Grammars(artifact_dir / "tokenizer.json", 2))
+    engine = Engine(
+        model, EngineConfig(num_blocks=64), grammars=Grammars(artifact_dir / "tokenizer.json", [2])
+    )
     outs = run(engine, [request])["c"]
     generated = [t for o in outs for t in o.new_token_ids]
     logprobs = [lp for o in outs for lp in o.logprobs]

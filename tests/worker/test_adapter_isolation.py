@@ -121,7 +121,7 @@ def test_a_retry_under_the_id_of_a_request_that_failed_alone_is_a_request_of_its
     submit(adapter, first)
     turn(adapter)
 
-    def unbuildable(ids: object) -> object:
+    def unbuildable(*step: object) -> object:
         raise MemoryError()
 
     monkeypatch.setattr(adapter_module, "step_outputs", unbuildable)

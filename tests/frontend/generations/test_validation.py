@@ -6,6 +6,7 @@ import grpc
 import pytest
 
 from contracts.sampling import GREEDY_BELOW_TEMPERATURE
+from frontend.catalog.tokenization import Message
 from frontend.generations.validation import GenerationParams, check_context, check_for_version, validate
 from llm.v1 import generations_pb2 as pb
 from tests.refusals import refused
@@ -93,8 +94,14 @@ def test_empty_message_list_and_bad_role_are_invalid() -> None:
     req = request()
     req.messages.SetInParent()
     assert reason_of(req) == "EMPTY_INPUT"
-    req.messages.messages.add(role="tool", content="x")
+    req.messages.messages.add(role="robot", content="x")
     assert reason_of(req) == "INVALID_MESSAGE"
+
+
+def test_a_tool_result_is_a_message() -> None:
+    req = request()
+    req.messages.messages.add(role="tool", content='{"temp": 21}')
+    assert validate(req).messages == (Message("tool", '{"temp": 21}'),)
 
 
 def test_sampling_error_names_the_field() -> None:

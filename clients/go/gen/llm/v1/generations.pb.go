@@ -140,7 +140,7 @@ func (x Generation_State) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Generation_State.Descriptor instead.
 func (Generation_State) EnumDescriptor() ([]byte, []int) {
-	return file_llm_v1_generations_proto_rawDescGZIP(), []int{10, 0}
+	return file_llm_v1_generations_proto_rawDescGZIP(), []int{12, 0}
 }
 
 // Why a generation finished.
@@ -205,7 +205,7 @@ func (x Finished_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Finished_Reason.Descriptor instead.
 func (Finished_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_llm_v1_generations_proto_rawDescGZIP(), []int{16, 0}
+	return file_llm_v1_generations_proto_rawDescGZIP(), []int{20, 0}
 }
 
 // One chat message, rendered with the pinned model version's chat template.
@@ -434,6 +434,12 @@ type GenerateRequest struct {
 	Sampling *SamplingParams `protobuf:"bytes,6,opt,name=sampling,proto3" json:"sampling,omitempty"`
 	// Latency tier; INTERACTIVE when unspecified.
 	Tier Tier `protobuf:"varint,7,opt,name=tier,proto3,enum=llm.v1.Tier" json:"tier,omitempty"`
+	// Structured output: the output must follow this constraint; absent, it is free text.
+	Constraint *OutputConstraint `protobuf:"bytes,8,opt,name=constraint,proto3" json:"constraint,omitempty"`
+	// Report each output token's log-probability in the delta events (Delta.logprobs).
+	Logprobs bool `protobuf:"varint,9,opt,name=logprobs,proto3" json:"logprobs,omitempty"`
+	// With logprobs: also the most likely alternatives of each token, 0..20.
+	TopLogprobs int32 `protobuf:"varint,10,opt,name=top_logprobs,json=topLogprobs,proto3" json:"top_logprobs,omitempty"`
 }
 
 func (x *GenerateRequest) Reset() {
@@ -524,6 +530,27 @@ func (x *GenerateRequest) GetTier() Tier {
 	return Tier_TIER_UNSPECIFIED
 }
 
+func (x *GenerateRequest) GetConstraint() *OutputConstraint {
+	if x != nil {
+		return x.Constraint
+	}
+	return nil
+}
+
+func (x *GenerateRequest) GetLogprobs() bool {
+	if x != nil {
+		return x.Logprobs
+	}
+	return false
+}
+
+func (x *GenerateRequest) GetTopLogprobs() int32 {
+	if x != nil {
+		return x.TopLogprobs
+	}
+	return 0
+}
+
 type isGenerateRequest_Input interface {
 	isGenerateRequest_Input()
 }
@@ -539,6 +566,196 @@ type GenerateRequest_Messages struct {
 func (*GenerateRequest_Prompt) isGenerateRequest_Input() {}
 
 func (*GenerateRequest_Messages) isGenerateRequest_Input() {}
+
+// Structured output: what the generated text must be. The engine masks, at every step, the tokens
+// the constraint does not allow, so a generation that finishes COMPLETED matches it whole and one
+// cut by max_output_tokens is a prefix of a match. JSON is produced compact (one space after ","
+// and ":", no other whitespace). A constraint the server cannot compile is INVALID_ARGUMENT with
+// reason INVALID_SCHEMA, UNSUPPORTED_SCHEMA, INVALID_REGEX, INVALID_GRAMMAR or SCHEMA_TOO_COMPLEX.
+type OutputConstraint struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	// Types that are assignable to Kind:
+	//
+	//	*OutputConstraint_JsonSchema
+	//	*OutputConstraint_JsonObject
+	//	*OutputConstraint_Regex
+	//	*OutputConstraint_Choice
+	//	*OutputConstraint_LarkGrammar
+	//	*OutputConstraint_GbnfGrammar
+	Kind isOutputConstraint_Kind `protobuf_oneof:"kind"`
+}
+
+func (x *OutputConstraint) Reset() {
+	*x = OutputConstraint{}
+	if protoimpl.UnsafeEnabled {
+		mi := &file_llm_v1_generations_proto_msgTypes[4]
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		ms.StoreMessageInfo(mi)
+	}
+}
+
+func (x *OutputConstraint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutputConstraint) ProtoMessage() {}
+
+func (x *OutputConstraint) ProtoReflect() protoreflect.Message {
+	mi := &file_llm_v1_generations_proto_msgTypes[4]
+	if protoimpl.UnsafeEnabled && x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutputConstraint.ProtoReflect.Descriptor instead.
+func (*OutputConstraint) Descriptor() ([]byte, []int) {
+	return file_llm_v1_generations_proto_rawDescGZIP(), []int{4}
+}
+
+func (m *OutputConstraint) GetKind() isOutputConstraint_Kind {
+	if m != nil {
+		return m.Kind
+	}
+	return nil
+}
+
+func (x *OutputConstraint) GetJsonSchema() string {
+	if x, ok := x.GetKind().(*OutputConstraint_JsonSchema); ok {
+		return x.JsonSchema
+	}
+	return ""
+}
+
+func (x *OutputConstraint) GetJsonObject() bool {
+	if x, ok := x.GetKind().(*OutputConstraint_JsonObject); ok {
+		return x.JsonObject
+	}
+	return false
+}
+
+func (x *OutputConstraint) GetRegex() string {
+	if x, ok := x.GetKind().(*OutputConstraint_Regex); ok {
+		return x.Regex
+	}
+	return ""
+}
+
+func (x *OutputConstraint) GetChoice() *ChoiceConstraint {
+	if x, ok := x.GetKind().(*OutputConstraint_Choice); ok {
+		return x.Choice
+	}
+	return nil
+}
+
+func (x *OutputConstraint) GetLarkGrammar() string {
+	if x, ok := x.GetKind().(*OutputConstraint_LarkGrammar); ok {
+		return x.LarkGrammar
+	}
+	return ""
+}
+
+func (x *OutputConstraint) GetGbnfGrammar() string {
+	if x, ok := x.GetKind().(*OutputConstraint_GbnfGrammar); ok {
+		return x.GbnfGrammar
+	}
+	return ""
+}
+
+type isOutputConstraint_Kind interface {
+	isOutputConstraint_Kind()
+}
+
+type OutputConstraint_JsonSchema struct {
+	JsonSchema string `protobuf:"bytes,1,opt,name=json_schema,json=jsonSchema,proto3,oneof"` // a JSON Schema, as JSON text
+}
+
+type OutputConstraint_JsonObject struct {
+	JsonObject bool `protobuf:"varint,2,opt,name=json_object,json=jsonObject,proto3,oneof"` // any JSON object (set true)
+}
+
+type OutputConstraint_Regex struct {
+	Regex string `protobuf:"bytes,3,opt,name=regex,proto3,oneof"` // a regular expression the whole output matches (Rust syntax)
+}
+
+type OutputConstraint_Choice struct {
+	Choice *ChoiceConstraint `protobuf:"bytes,4,opt,name=choice,proto3,oneof"` // exactly one of the given strings
+}
+
+type OutputConstraint_LarkGrammar struct {
+	LarkGrammar string `protobuf:"bytes,5,opt,name=lark_grammar,json=larkGrammar,proto3,oneof"` // a grammar in Lark syntax (llguidance's dialect)
+}
+
+type OutputConstraint_GbnfGrammar struct {
+	GbnfGrammar string `protobuf:"bytes,6,opt,name=gbnf_grammar,json=gbnfGrammar,proto3,oneof"` // a grammar in GBNF (llama.cpp's EBNF dialect)
+}
+
+func (*OutputConstraint_JsonSchema) isOutputConstraint_Kind() {}
+
+func (*OutputConstraint_JsonObject) isOutputConstraint_Kind() {}
+
+func (*OutputConstraint_Regex) isOutputConstraint_Kind() {}
+
+func (*OutputConstraint_Choice) isOutputConstraint_Kind() {}
+
+func (*OutputConstraint_LarkGrammar) isOutputConstraint_Kind() {}
+
+func (*OutputConstraint_GbnfGrammar) isOutputConstraint_Kind() {}
+
+// One string out of a list.
+type ChoiceConstraint struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	Choices []string `protobuf:"bytes,1,rep,name=choices,proto3" json:"choices,omitempty"` // 1..256 strings, each 1..256 bytes
+}
+
+func (x *ChoiceConstraint) Reset() {
+	*x = ChoiceConstraint{}
+	if protoimpl.UnsafeEnabled {
+		mi := &file_llm_v1_generations_proto_msgTypes[5]
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		ms.StoreMessageInfo(mi)
+	}
+}
+
+func (x *ChoiceConstraint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChoiceConstraint) ProtoMessage() {}
+
+func (x *ChoiceConstraint) ProtoReflect() protoreflect.Message {
+	mi := &file_llm_v1_generations_proto_msgTypes[5]
+	if protoimpl.UnsafeEnabled && x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChoiceConstraint.ProtoReflect.Descriptor instead.
+func (*ChoiceConstraint) Descriptor() ([]byte, []int) {
+	return file_llm_v1_generations_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ChoiceConstraint) GetChoices() []string {
+	if x != nil {
+		return x.Choices
+	}
+	return nil
+}
 
 // A frame a client sends on a Converse stream.
 type ConverseRequest struct {
@@ -557,7 +774,7 @@ type ConverseRequest struct {
 func (x *ConverseRequest) Reset() {
 	*x = ConverseRequest{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_llm_v1_generations_proto_msgTypes[4]
+		mi := &file_llm_v1_generations_proto_msgTypes[6]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -570,7 +787,7 @@ func (x *ConverseRequest) String() string {
 func (*ConverseRequest) ProtoMessage() {}
 
 func (x *ConverseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llm_v1_generations_proto_msgTypes[4]
+	mi := &file_llm_v1_generations_proto_msgTypes[6]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -583,7 +800,7 @@ func (x *ConverseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConverseRequest.ProtoReflect.Descriptor instead.
 func (*ConverseRequest) Descriptor() ([]byte, []int) {
-	return file_llm_v1_generations_proto_rawDescGZIP(), []int{4}
+	return file_llm_v1_generations_proto_rawDescGZIP(), []int{6}
 }
 
 func (m *ConverseRequest) GetFrame() isConverseRequest_Frame {
@@ -655,7 +872,7 @@ type Ack struct {
 func (x *Ack) Reset() {
 	*x = Ack{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_llm_v1_generations_proto_msgTypes[5]
+		mi := &file_llm_v1_generations_proto_msgTypes[7]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -668,7 +885,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_llm_v1_generations_proto_msgTypes[5]
+	mi := &file_llm_v1_generations_proto_msgTypes[7]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -681,7 +898,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_llm_v1_generations_proto_rawDescGZIP(), []int{5}
+	return file_llm_v1_generations_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Ack) GetGenerationId() string {
@@ -711,7 +928,7 @@ type ResumeRequest struct {
 func (x *ResumeRequest) Reset() {
 	*x = ResumeRequest{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_llm_v1_generations_proto_msgTypes[6]
+		mi := &file_llm_v1_generations_proto_msgTypes[8]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -724,7 +941,7 @@ func (x *ResumeRequest) String() string {
 func (*ResumeRequest) ProtoMessage() {}
 
 func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llm_v1_generations_proto_msgTypes[6]
+	mi := &file_llm_v1_generations_proto_msgTypes[8]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -737,7 +954,7 @@ func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRequest) Descriptor() ([]byte, []int) {
-	return file_llm_v1_generations_proto_rawDescGZIP(), []int{6}
+	return file_llm_v1_generations_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ResumeRequest) GetGenerationId() string {
@@ -770,7 +987,7 @@ type GetGenerationRequest struct {
 func (x *GetGenerationRequest) Reset() {
 	*x = GetGenerationRequest{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_llm_v1_generations_proto_msgTypes[7]
+		mi := &file_llm_v1_generations_proto_msgTypes[9]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -783,7 +1000,7 @@ func (x *GetGenerationRequest) String() string {
 func (*GetGenerationRequest) ProtoMessage() {}
 
 func (x *GetGenerationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llm_v1_generations_proto_msgTypes[7]
+	mi := &file_llm_v1_generations_proto_msgTypes[9]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -796,7 +1013,7 @@ func (x *GetGenerationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGenerationRequest.ProtoReflect.Descriptor instead.
 func (*GetGenerationRequest) Descriptor() ([]byte, []int) {
-	return file_llm_v1_generations_proto_rawDescGZIP(), []int{7}
+	return file_llm_v1_generations_proto_rawDescGZIP(), []int{9}
 }
 
 func (m *GetGenerationRequest) GetKey() isGetGenerationRequest_Key {
@@ -848,7 +1065,7 @@ type CancelGenerationRequest struct {
 func (x *CancelGenerationRequest) Reset() {
 	*x = CancelGenerationRequest{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_llm_v1_generations_proto_msgTypes[8]
+		mi := &file_llm_v1_generations_proto_msgTypes[10]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -861,7 +1078,7 @@ func (x *CancelGenerationRequest) String() string {
 func (*CancelGenerationRequest) ProtoMessage() {}
 
 func (x *CancelGenerationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llm_v1_generations_proto_msgTypes[8]
+	mi := &file_llm_v1_generations_proto_msgTypes[10]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -874,7 +1091,7 @@ func (x *CancelGenerationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelGenerationRequest.ProtoReflect.Descriptor instead.
 func (*CancelGenerationRequest) Descriptor() ([]byte, []int) {
-	return file_llm_v1_generations_proto_rawDescGZIP(), []int{8}
+	return file_llm_v1_generations_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CancelGenerationRequest) GetGenerationId() string {
@@ -899,7 +1116,7 @@ type TokenUsage struct {
 func (x *TokenUsage) Reset() {
 	*x = TokenUsage{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_llm_v1_generations_proto_msgTypes[9]
+		mi := &file_llm_v1_generations_proto_msgTypes[11]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -912,7 +1129,7 @@ func (x *TokenUsage) String() string {
 func (*TokenUsage) ProtoMessage() {}
 
 func (x *TokenUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_llm_v1_generations_proto_msgTypes[9]
+	mi := &file_llm_v1_generations_proto_msgTypes[11]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -925,7 +1142,7 @@ func (x *TokenUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenUsage.ProtoReflect.Descriptor instead.
 func (*TokenUsage) Descriptor() ([]byte, []int) {
-	return file_llm_v1_generations_proto_rawDescGZIP(), []int{9}
+	return file_llm_v1_generations_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TokenUsage) GetInputTokens() uint64 {
@@ -979,7 +1196,7 @@ type Generation struct {
 func (x *Generation) Reset() {
 	*x = Generation{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_llm_v1_generations_proto_msgTypes[10]
+		mi := &file_llm_v1_generations_proto_msgTypes[12]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -992,7 +1209,7 @@ func (x *Generation) String() string {
 func (*Generation) ProtoMessage() {}
 
 func (x *Generation) ProtoReflect() protoreflect.Message {
-	mi := &file_llm_v1_generations_proto_msgTypes[10]
+	mi := &file_llm_v1_generations_proto_msgTypes[12]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1005,7 +1222,7 @@ func (x *Generation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Generation.ProtoReflect.Descriptor instead.
 func (*Generation) Descriptor() ([]byte, []int) {
-	return file_llm_v1_generations_proto_rawDescGZIP(), []int{10}
+	return file_llm_v1_generations_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Generation) GetGenerationId() string {
@@ -1100,7 +1317,7 @@ type GenerationEvent struct {
 func (x *GenerationEvent) Reset() {
 	*x = GenerationEvent{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_llm_v1_generations_proto_msgTypes[11]
+		mi := &file_llm_v1_generations_proto_msgTypes[13]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -1113,7 +1330,7 @@ func (x *GenerationEvent) String() string {
 func (*GenerationEvent) ProtoMessage() {}
 
 func (x *GenerationEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_llm_v1_generations_proto_msgTypes[11]
+	mi := &file_llm_v1_generations_proto_msgTypes[13]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1126,7 +1343,7 @@ func (x *GenerationEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerationEvent.ProtoReflect.Descriptor instead.
 func (*GenerationEvent) Descriptor() ([]byte, []int) {
-	return file_llm_v1_generations_proto_rawDescGZIP(), []int{11}
+	return file_llm_v1_generations_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GenerationEvent) GetGenerationId() string {
@@ -1242,7 +1459,7 @@ type Rejected struct {
 func (x *Rejected) Reset() {
 	*x = Rejected{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_llm_v1_generations_proto_msgTypes[12]
+		mi := &file_llm_v1_generations_proto_msgTypes[14]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -1255,7 +1472,7 @@ func (x *Rejected) String() string {
 func (*Rejected) ProtoMessage() {}
 
 func (x *Rejected) ProtoReflect() protoreflect.Message {
-	mi := &file_llm_v1_generations_proto_msgTypes[12]
+	mi := &file_llm_v1_generations_proto_msgTypes[14]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1268,7 +1485,7 @@ func (x *Rejected) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rejected.ProtoReflect.Descriptor instead.
 func (*Rejected) Descriptor() ([]byte, []int) {
-	return file_llm_v1_generations_proto_rawDescGZIP(), []int{12}
+	return file_llm_v1_generations_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Rejected) GetRequestId() string {
@@ -1301,7 +1518,7 @@ type Started struct {
 func (x *Started) Reset() {
 	*x = Started{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_llm_v1_generations_proto_msgTypes[13]
+		mi := &file_llm_v1_generations_proto_msgTypes[15]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -1314,7 +1531,7 @@ func (x *Started) String() string {
 func (*Started) ProtoMessage() {}
 
 func (x *Started) ProtoReflect() protoreflect.Message {
-	mi := &file_llm_v1_generations_proto_msgTypes[13]
+	mi := &file_llm_v1_generations_proto_msgTypes[15]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1327,7 +1544,7 @@ func (x *Started) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Started.ProtoReflect.Descriptor instead.
 func (*Started) Descriptor() ([]byte, []int) {
-	return file_llm_v1_generations_proto_rawDescGZIP(), []int{13}
+	return file_llm_v1_generations_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Started) GetModelVersion() string {
@@ -1373,12 +1590,14 @@ type Delta struct {
 
 	Text     string  `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`                                 // decoded text; never splits a UTF-8 character
 	TokenIds []int32 `protobuf:"varint,2,rep,packed,name=token_ids,json=tokenIds,proto3" json:"token_ids,omitempty"` // the token ids this text came from (may precede their text)
+	// With GenerateRequest.logprobs: one per token id, in order.
+	Logprobs []*TokenLogprob `protobuf:"bytes,3,rep,name=logprobs,proto3" json:"logprobs,omitempty"`
 }
 
 func (x *Delta) Reset() {
 	*x = Delta{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_llm_v1_generations_proto_msgTypes[14]
+		mi := &file_llm_v1_generations_proto_msgTypes[16]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -1391,7 +1610,7 @@ func (x *Delta) String() string {
 func (*Delta) ProtoMessage() {}
 
 func (x *Delta) ProtoReflect() protoreflect.Message {
-	mi := &file_llm_v1_generations_proto_msgTypes[14]
+	mi := &file_llm_v1_generations_proto_msgTypes[16]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1404,7 +1623,7 @@ func (x *Delta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delta.ProtoReflect.Descriptor instead.
 func (*Delta) Descriptor() ([]byte, []int) {
-	return file_llm_v1_generations_proto_rawDescGZIP(), []int{14}
+	return file_llm_v1_generations_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Delta) GetText() string {
@@ -1421,6 +1640,166 @@ func (x *Delta) GetTokenIds() []int32 {
 	return nil
 }
 
+func (x *Delta) GetLogprobs() []*TokenLogprob {
+	if x != nil {
+		return x.Logprobs
+	}
+	return nil
+}
+
+// A generated token's log-probability under the model: the log-softmax of the model's logits before
+// any sampling setting or structured-output constraint (as OpenAI reports them).
+type TokenLogprob struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	TokenId     int32         `protobuf:"varint,1,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	Token       string        `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"` // its text (a token may hold part of a UTF-8 character: see bytes)
+	Bytes       []byte        `protobuf:"bytes,3,opt,name=bytes,proto3" json:"bytes,omitempty"` // its bytes
+	Logprob     float32       `protobuf:"fixed32,4,opt,name=logprob,proto3" json:"logprob,omitempty"`
+	TopLogprobs []*TopLogprob `protobuf:"bytes,5,rep,name=top_logprobs,json=topLogprobs,proto3" json:"top_logprobs,omitempty"` // the most likely tokens at this position, best first
+}
+
+func (x *TokenLogprob) Reset() {
+	*x = TokenLogprob{}
+	if protoimpl.UnsafeEnabled {
+		mi := &file_llm_v1_generations_proto_msgTypes[17]
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		ms.StoreMessageInfo(mi)
+	}
+}
+
+func (x *TokenLogprob) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenLogprob) ProtoMessage() {}
+
+func (x *TokenLogprob) ProtoReflect() protoreflect.Message {
+	mi := &file_llm_v1_generations_proto_msgTypes[17]
+	if protoimpl.UnsafeEnabled && x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenLogprob.ProtoReflect.Descriptor instead.
+func (*TokenLogprob) Descriptor() ([]byte, []int) {
+	return file_llm_v1_generations_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *TokenLogprob) GetTokenId() int32 {
+	if x != nil {
+		return x.TokenId
+	}
+	return 0
+}
+
+func (x *TokenLogprob) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *TokenLogprob) GetBytes() []byte {
+	if x != nil {
+		return x.Bytes
+	}
+	return nil
+}
+
+func (x *TokenLogprob) GetLogprob() float32 {
+	if x != nil {
+		return x.Logprob
+	}
+	return 0
+}
+
+func (x *TokenLogprob) GetTopLogprobs() []*TopLogprob {
+	if x != nil {
+		return x.TopLogprobs
+	}
+	return nil
+}
+
+// An alternative token at a position, and its log-probability.
+type TopLogprob struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	TokenId int32   `protobuf:"varint,1,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	Token   string  `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
+	Bytes   []byte  `protobuf:"bytes,3,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Logprob float32 `protobuf:"fixed32,4,opt,name=logprob,proto3" json:"logprob,omitempty"`
+}
+
+func (x *TopLogprob) Reset() {
+	*x = TopLogprob{}
+	if protoimpl.UnsafeEnabled {
+		mi := &file_llm_v1_generations_proto_msgTypes[18]
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		ms.StoreMessageInfo(mi)
+	}
+}
+
+func (x *TopLogprob) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopLogprob) ProtoMessage() {}
+
+func (x *TopLogprob) ProtoReflect() protoreflect.Message {
+	mi := &file_llm_v1_generations_proto_msgTypes[18]
+	if protoimpl.UnsafeEnabled && x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopLogprob.ProtoReflect.Descriptor instead.
+func (*TopLogprob) Descriptor() ([]byte, []int) {
+	return file_llm_v1_generations_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *TopLogprob) GetTokenId() int32 {
+	if x != nil {
+		return x.TokenId
+	}
+	return 0
+}
+
+func (x *TopLogprob) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *TopLogprob) GetBytes() []byte {
+	if x != nil {
+		return x.Bytes
+	}
+	return nil
+}
+
+func (x *TopLogprob) GetLogprob() float32 {
+	if x != nil {
+		return x.Logprob
+	}
+	return 0
+}
+
 // Cumulative usage so far.
 type UsageUpdate struct {
 	state         protoimpl.MessageState
@@ -1433,7 +1812,7 @@ type UsageUpdate struct {
 func (x *UsageUpdate) Reset() {
 	*x = UsageUpdate{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_llm_v1_generations_proto_msgTypes[15]
+		mi := &file_llm_v1_generations_proto_msgTypes[19]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -1446,7 +1825,7 @@ func (x *UsageUpdate) String() string {
 func (*UsageUpdate) ProtoMessage() {}
 
 func (x *UsageUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_llm_v1_generations_proto_msgTypes[15]
+	mi := &file_llm_v1_generations_proto_msgTypes[19]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1459,7 +1838,7 @@ func (x *UsageUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageUpdate.ProtoReflect.Descriptor instead.
 func (*UsageUpdate) Descriptor() ([]byte, []int) {
-	return file_llm_v1_generations_proto_rawDescGZIP(), []int{15}
+	return file_llm_v1_generations_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *UsageUpdate) GetUsage() *TokenUsage {
@@ -1485,7 +1864,7 @@ type Finished struct {
 func (x *Finished) Reset() {
 	*x = Finished{}
 	if protoimpl.UnsafeEnabled {
-		mi := &file_llm_v1_generations_proto_msgTypes[16]
+		mi := &file_llm_v1_generations_proto_msgTypes[20]
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		ms.StoreMessageInfo(mi)
 	}
@@ -1498,7 +1877,7 @@ func (x *Finished) String() string {
 func (*Finished) ProtoMessage() {}
 
 func (x *Finished) ProtoReflect() protoreflect.Message {
-	mi := &file_llm_v1_generations_proto_msgTypes[16]
+	mi := &file_llm_v1_generations_proto_msgTypes[20]
 	if protoimpl.UnsafeEnabled && x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1511,7 +1890,7 @@ func (x *Finished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Finished.ProtoReflect.Descriptor instead.
 func (*Finished) Descriptor() ([]byte, []int) {
-	return file_llm_v1_generations_proto_rawDescGZIP(), []int{16}
+	return file_llm_v1_generations_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Finished) GetReason() Finished_Reason {
@@ -1564,7 +1943,7 @@ var file_llm_v1_generations_proto_rawDesc = []byte{
 	0x45, 0x6f, 0x73, 0x42, 0x0e, 0x0a, 0x0c, 0x5f, 0x74, 0x65, 0x6d, 0x70, 0x65, 0x72, 0x61, 0x74,
 	0x75, 0x72, 0x65, 0x42, 0x08, 0x0a, 0x06, 0x5f, 0x74, 0x6f, 0x70, 0x5f, 0x70, 0x42, 0x08, 0x0a,
 	0x06, 0x5f, 0x74, 0x6f, 0x70, 0x5f, 0x6b, 0x42, 0x07, 0x0a, 0x05, 0x5f, 0x73, 0x65, 0x65, 0x64,
-	0x22, 0x9f, 0x02, 0x0a, 0x0f, 0x47, 0x65, 0x6e, 0x65, 0x72, 0x61, 0x74, 0x65, 0x52, 0x65, 0x71,
+	0x22, 0x98, 0x03, 0x0a, 0x0f, 0x47, 0x65, 0x6e, 0x65, 0x72, 0x61, 0x74, 0x65, 0x52, 0x65, 0x71,
 	0x75, 0x65, 0x73, 0x74, 0x12, 0x1d, 0x0a, 0x0a, 0x72, 0x65, 0x71, 0x75, 0x65, 0x73, 0x74, 0x5f,
 	0x69, 0x64, 0x18, 0x01, 0x20, 0x01, 0x28, 0x09, 0x52, 0x09, 0x72, 0x65, 0x71, 0x75, 0x65, 0x73,
 	0x74, 0x49, 0x64, 0x12, 0x14, 0x0a, 0x05, 0x6d, 0x6f, 0x64, 0x65, 0x6c, 0x18, 0x02, 0x20, 0x01,
@@ -1581,8 +1960,34 @@ var file_llm_v1_generations_proto_rawDesc = []byte{
 	0x61, 0x6d, 0x70, 0x6c, 0x69, 0x6e, 0x67, 0x50, 0x61, 0x72, 0x61, 0x6d, 0x73, 0x52, 0x08, 0x73,
 	0x61, 0x6d, 0x70, 0x6c, 0x69, 0x6e, 0x67, 0x12, 0x20, 0x0a, 0x04, 0x74, 0x69, 0x65, 0x72, 0x18,
 	0x07, 0x20, 0x01, 0x28, 0x0e, 0x32, 0x0c, 0x2e, 0x6c, 0x6c, 0x6d, 0x2e, 0x76, 0x31, 0x2e, 0x54,
-	0x69, 0x65, 0x72, 0x52, 0x04, 0x74, 0x69, 0x65, 0x72, 0x42, 0x07, 0x0a, 0x05, 0x69, 0x6e, 0x70,
-	0x75, 0x74, 0x22, 0x86, 0x01, 0x0a, 0x0f, 0x43, 0x6f, 0x6e, 0x76, 0x65, 0x72, 0x73, 0x65, 0x52,
+	0x69, 0x65, 0x72, 0x52, 0x04, 0x74, 0x69, 0x65, 0x72, 0x12, 0x38, 0x0a, 0x0a, 0x63, 0x6f, 0x6e,
+	0x73, 0x74, 0x72, 0x61, 0x69, 0x6e, 0x74, 0x18, 0x08, 0x20, 0x01, 0x28, 0x0b, 0x32, 0x18, 0x2e,
+	0x6c, 0x6c, 0x6d, 0x2e, 0x76, 0x31, 0x2e, 0x4f, 0x75, 0x74, 0x70, 0x75, 0x74, 0x43, 0x6f, 0x6e,
+	0x73, 0x74, 0x72, 0x61, 0x69, 0x6e, 0x74, 0x52, 0x0a, 0x63, 0x6f, 0x6e, 0x73, 0x74, 0x72, 0x61,
+	0x69, 0x6e, 0x74, 0x12, 0x1a, 0x0a, 0x08, 0x6c, 0x6f, 0x67, 0x70, 0x72, 0x6f, 0x62, 0x73, 0x18,
+	0x09, 0x20, 0x01, 0x28, 0x08, 0x52, 0x08, 0x6c, 0x6f, 0x67, 0x70, 0x72, 0x6f, 0x62, 0x73, 0x12,
+	0x21, 0x0a, 0x0c, 0x74, 0x6f, 0x70, 0x5f, 0x6c, 0x6f, 0x67, 0x70, 0x72, 0x6f, 0x62, 0x73, 0x18,
+	0x0a, 0x20, 0x01, 0x28, 0x05, 0x52, 0x0b, 0x74, 0x6f, 0x70, 0x4c, 0x6f, 0x67, 0x70, 0x72, 0x6f,
+	0x62, 0x73, 0x42, 0x07, 0x0a, 0x05, 0x69, 0x6e, 0x70, 0x75, 0x74, 0x22, 0xf6, 0x01, 0x0a, 0x10,
+	0x4f, 0x75, 0x74, 0x70, 0x75, 0x74, 0x43, 0x6f, 0x6e, 0x73, 0x74, 0x72, 0x61, 0x69, 0x6e, 0x74,
+	0x12, 0x21, 0x0a, 0x0b, 0x6a, 0x73, 0x6f, 0x6e, 0x5f, 0x73, 0x63, 0x68, 0x65, 0x6d, 0x61, 0x18,
+	0x01, 0x20, 0x01, 0x28, 0x09, 0x48, 0x00, 0x52, 0x0a, 0x6a, 0x73, 0x6f, 0x6e, 0x53, 0x63, 0x68,
+	0x65, 0x6d, 0x61, 0x12, 0x21, 0x0a, 0x0b, 0x6a, 0x73, 0x6f, 0x6e, 0x5f, 0x6f, 0x62, 0x6a, 0x65,
+	0x63, 0x74, 0x18, 0x02, 0x20, 0x01, 0x28, 0x08, 0x48, 0x00, 0x52, 0x0a, 0x6a, 0x73, 0x6f, 0x6e,
+	0x4f, 0x62, 0x6a, 0x65, 0x63, 0x74, 0x12, 0x16, 0x0a, 0x05, 0x72, 0x65, 0x67, 0x65, 0x78, 0x18,
+	0x03, 0x20, 0x01, 0x28, 0x09, 0x48, 0x00, 0x52, 0x05, 0x72, 0x65, 0x67, 0x65, 0x78, 0x12, 0x32,
+	0x0a, 0x06, 0x63, 0x68, 0x6f, 0x69, 0x63, 0x65, 0x18, 0x04, 0x20, 0x01, 0x28, 0x0b, 0x32, 0x18,
+	0x2e, 0x6c, 0x6c, 0x6d, 0x2e, 0x76, 0x31, 0x2e, 0x43, 0x68, 0x6f, 0x69, 0x63, 0x65, 0x43, 0x6f,
+	0x6e, 0x73, 0x74, 0x72, 0x61, 0x69, 0x6e, 0x74, 0x48, 0x00, 0x52, 0x06, 0x63, 0x68, 0x6f, 0x69,
+	0x63, 0x65, 0x12, 0x23, 0x0a, 0x0c, 0x6c, 0x61, 0x72, 0x6b, 0x5f, 0x67, 0x72, 0x61, 0x6d, 0x6d,
+	0x61, 0x72, 0x18, 0x05, 0x20, 0x01, 0x28, 0x09, 0x48, 0x00, 0x52, 0x0b, 0x6c, 0x61, 0x72, 0x6b,
+	0x47, 0x72, 0x61, 0x6d, 0x6d, 0x61, 0x72, 0x12, 0x23, 0x0a, 0x0c, 0x67, 0x62, 0x6e, 0x66, 0x5f,
+	0x67, 0x72, 0x61, 0x6d, 0x6d, 0x61, 0x72, 0x18, 0x06, 0x20, 0x01, 0x28, 0x09, 0x48, 0x00, 0x52,
+	0x0b, 0x67, 0x62, 0x6e, 0x66, 0x47, 0x72, 0x61, 0x6d, 0x6d, 0x61, 0x72, 0x42, 0x06, 0x0a, 0x04,
+	0x6b, 0x69, 0x6e, 0x64, 0x22, 0x2c, 0x0a, 0x10, 0x43, 0x68, 0x6f, 0x69, 0x63, 0x65, 0x43, 0x6f,
+	0x6e, 0x73, 0x74, 0x72, 0x61, 0x69, 0x6e, 0x74, 0x12, 0x18, 0x0a, 0x07, 0x63, 0x68, 0x6f, 0x69,
+	0x63, 0x65, 0x73, 0x18, 0x01, 0x20, 0x03, 0x28, 0x09, 0x52, 0x07, 0x63, 0x68, 0x6f, 0x69, 0x63,
+	0x65, 0x73, 0x22, 0x86, 0x01, 0x0a, 0x0f, 0x43, 0x6f, 0x6e, 0x76, 0x65, 0x72, 0x73, 0x65, 0x52,
 	0x65, 0x71, 0x75, 0x65, 0x73, 0x74, 0x12, 0x2f, 0x0a, 0x05, 0x73, 0x74, 0x61, 0x72, 0x74, 0x18,
 	0x01, 0x20, 0x01, 0x28, 0x0b, 0x32, 0x17, 0x2e, 0x6c, 0x6c, 0x6d, 0x2e, 0x76, 0x31, 0x2e, 0x47,
 	0x65, 0x6e, 0x65, 0x72, 0x61, 0x74, 0x65, 0x52, 0x65, 0x71, 0x75, 0x65, 0x73, 0x74, 0x48, 0x00,
@@ -1695,66 +2100,87 @@ var file_llm_v1_generations_proto_rawDesc = []byte{
 	0x64, 0x18, 0x04, 0x20, 0x01, 0x28, 0x09, 0x52, 0x09, 0x72, 0x65, 0x71, 0x75, 0x65, 0x73, 0x74,
 	0x49, 0x64, 0x12, 0x22, 0x0a, 0x0c, 0x71, 0x75, 0x61, 0x6e, 0x74, 0x69, 0x7a, 0x61, 0x74, 0x69,
 	0x6f, 0x6e, 0x18, 0x05, 0x20, 0x01, 0x28, 0x09, 0x52, 0x0c, 0x71, 0x75, 0x61, 0x6e, 0x74, 0x69,
-	0x7a, 0x61, 0x74, 0x69, 0x6f, 0x6e, 0x22, 0x38, 0x0a, 0x05, 0x44, 0x65, 0x6c, 0x74, 0x61, 0x12,
+	0x7a, 0x61, 0x74, 0x69, 0x6f, 0x6e, 0x22, 0x6a, 0x0a, 0x05, 0x44, 0x65, 0x6c, 0x74, 0x61, 0x12,
 	0x12, 0x0a, 0x04, 0x74, 0x65, 0x78, 0x74, 0x18, 0x01, 0x20, 0x01, 0x28, 0x09, 0x52, 0x04, 0x74,
 	0x65, 0x78, 0x74, 0x12, 0x1b, 0x0a, 0x09, 0x74, 0x6f, 0x6b, 0x65, 0x6e, 0x5f, 0x69, 0x64, 0x73,
 	0x18, 0x02, 0x20, 0x03, 0x28, 0x05, 0x52, 0x08, 0x74, 0x6f, 0x6b, 0x65, 0x6e, 0x49, 0x64, 0x73,
-	0x22, 0x37, 0x0a, 0x0b, 0x55, 0x73, 0x61, 0x67, 0x65, 0x55, 0x70, 0x64, 0x61, 0x74, 0x65, 0x12,
-	0x28, 0x0a, 0x05, 0x75, 0x73, 0x61, 0x67, 0x65, 0x18, 0x01, 0x20, 0x01, 0x28, 0x0b, 0x32, 0x12,
-	0x2e, 0x6c, 0x6c, 0x6d, 0x2e, 0x76, 0x31, 0x2e, 0x54, 0x6f, 0x6b, 0x65, 0x6e, 0x55, 0x73, 0x61,
-	0x67, 0x65, 0x52, 0x05, 0x75, 0x73, 0x61, 0x67, 0x65, 0x22, 0x9f, 0x02, 0x0a, 0x08, 0x46, 0x69,
-	0x6e, 0x69, 0x73, 0x68, 0x65, 0x64, 0x12, 0x2f, 0x0a, 0x06, 0x72, 0x65, 0x61, 0x73, 0x6f, 0x6e,
-	0x18, 0x01, 0x20, 0x01, 0x28, 0x0e, 0x32, 0x17, 0x2e, 0x6c, 0x6c, 0x6d, 0x2e, 0x76, 0x31, 0x2e,
-	0x46, 0x69, 0x6e, 0x69, 0x73, 0x68, 0x65, 0x64, 0x2e, 0x52, 0x65, 0x61, 0x73, 0x6f, 0x6e, 0x52,
-	0x06, 0x72, 0x65, 0x61, 0x73, 0x6f, 0x6e, 0x12, 0x28, 0x0a, 0x05, 0x75, 0x73, 0x61, 0x67, 0x65,
-	0x18, 0x02, 0x20, 0x01, 0x28, 0x0b, 0x32, 0x12, 0x2e, 0x6c, 0x6c, 0x6d, 0x2e, 0x76, 0x31, 0x2e,
-	0x54, 0x6f, 0x6b, 0x65, 0x6e, 0x55, 0x73, 0x61, 0x67, 0x65, 0x52, 0x05, 0x75, 0x73, 0x61, 0x67,
-	0x65, 0x12, 0x1f, 0x0a, 0x0b, 0x75, 0x73, 0x61, 0x67, 0x65, 0x5f, 0x66, 0x69, 0x6e, 0x61, 0x6c,
-	0x18, 0x03, 0x20, 0x01, 0x28, 0x08, 0x52, 0x0a, 0x75, 0x73, 0x61, 0x67, 0x65, 0x46, 0x69, 0x6e,
-	0x61, 0x6c, 0x22, 0x96, 0x01, 0x0a, 0x06, 0x52, 0x65, 0x61, 0x73, 0x6f, 0x6e, 0x12, 0x16, 0x0a,
-	0x12, 0x52, 0x45, 0x41, 0x53, 0x4f, 0x4e, 0x5f, 0x55, 0x4e, 0x53, 0x50, 0x45, 0x43, 0x49, 0x46,
-	0x49, 0x45, 0x44, 0x10, 0x00, 0x12, 0x0d, 0x0a, 0x09, 0x43, 0x4f, 0x4d, 0x50, 0x4c, 0x45, 0x54,
-	0x45, 0x44, 0x10, 0x01, 0x12, 0x10, 0x0a, 0x0c, 0x4f, 0x55, 0x54, 0x50, 0x55, 0x54, 0x5f, 0x4c,
-	0x49, 0x4d, 0x49, 0x54, 0x10, 0x02, 0x12, 0x11, 0x0a, 0x0d, 0x53, 0x54, 0x4f, 0x50, 0x5f, 0x53,
-	0x45, 0x51, 0x55, 0x45, 0x4e, 0x43, 0x45, 0x10, 0x03, 0x12, 0x0c, 0x0a, 0x08, 0x43, 0x41, 0x4e,
-	0x43, 0x45, 0x4c, 0x45, 0x44, 0x10, 0x04, 0x12, 0x0f, 0x0a, 0x0b, 0x49, 0x4e, 0x54, 0x45, 0x52,
-	0x52, 0x55, 0x50, 0x54, 0x45, 0x44, 0x10, 0x05, 0x12, 0x15, 0x0a, 0x11, 0x44, 0x45, 0x41, 0x44,
-	0x4c, 0x49, 0x4e, 0x45, 0x5f, 0x45, 0x58, 0x43, 0x45, 0x45, 0x44, 0x45, 0x44, 0x10, 0x06, 0x12,
-	0x0a, 0x0a, 0x06, 0x46, 0x41, 0x49, 0x4c, 0x45, 0x44, 0x10, 0x07, 0x2a, 0x38, 0x0a, 0x04, 0x54,
-	0x69, 0x65, 0x72, 0x12, 0x14, 0x0a, 0x10, 0x54, 0x49, 0x45, 0x52, 0x5f, 0x55, 0x4e, 0x53, 0x50,
-	0x45, 0x43, 0x49, 0x46, 0x49, 0x45, 0x44, 0x10, 0x00, 0x12, 0x0f, 0x0a, 0x0b, 0x49, 0x4e, 0x54,
-	0x45, 0x52, 0x41, 0x43, 0x54, 0x49, 0x56, 0x45, 0x10, 0x01, 0x12, 0x09, 0x0a, 0x05, 0x42, 0x41,
-	0x54, 0x43, 0x48, 0x10, 0x02, 0x32, 0xd7, 0x02, 0x0a, 0x0b, 0x47, 0x65, 0x6e, 0x65, 0x72, 0x61,
-	0x74, 0x69, 0x6f, 0x6e, 0x73, 0x12, 0x3e, 0x0a, 0x08, 0x47, 0x65, 0x6e, 0x65, 0x72, 0x61, 0x74,
-	0x65, 0x12, 0x17, 0x2e, 0x6c, 0x6c, 0x6d, 0x2e, 0x76, 0x31, 0x2e, 0x47, 0x65, 0x6e, 0x65, 0x72,
-	0x61, 0x74, 0x65, 0x52, 0x65, 0x71, 0x75, 0x65, 0x73, 0x74, 0x1a, 0x17, 0x2e, 0x6c, 0x6c, 0x6d,
-	0x2e, 0x76, 0x31, 0x2e, 0x47, 0x65, 0x6e, 0x65, 0x72, 0x61, 0x74, 0x69, 0x6f, 0x6e, 0x45, 0x76,
-	0x65, 0x6e, 0x74, 0x30, 0x01, 0x12, 0x40, 0x0a, 0x08, 0x43, 0x6f, 0x6e, 0x76, 0x65, 0x72, 0x73,
-	0x65, 0x12, 0x17, 0x2e, 0x6c, 0x6c, 0x6d, 0x2e, 0x76, 0x31, 0x2e, 0x43, 0x6f, 0x6e, 0x76, 0x65,
-	0x72, 0x73, 0x65, 0x52, 0x65, 0x71, 0x75, 0x65, 0x73, 0x74, 0x1a, 0x17, 0x2e, 0x6c, 0x6c, 0x6d,
-	0x2e, 0x76, 0x31, 0x2e, 0x47, 0x65, 0x6e, 0x65, 0x72, 0x61, 0x74, 0x69, 0x6f, 0x6e, 0x45, 0x76,
-	0x65, 0x6e, 0x74, 0x28, 0x01, 0x30, 0x01, 0x12, 0x3a, 0x0a, 0x06, 0x52, 0x65, 0x73, 0x75, 0x6d,
-	0x65, 0x12, 0x15, 0x2e, 0x6c, 0x6c, 0x6d, 0x2e, 0x76, 0x31, 0x2e, 0x52, 0x65, 0x73, 0x75, 0x6d,
-	0x65, 0x52, 0x65, 0x71, 0x75, 0x65, 0x73, 0x74, 0x1a, 0x17, 0x2e, 0x6c, 0x6c, 0x6d, 0x2e, 0x76,
-	0x31, 0x2e, 0x47, 0x65, 0x6e, 0x65, 0x72, 0x61, 0x74, 0x69, 0x6f, 0x6e, 0x45, 0x76, 0x65, 0x6e,
-	0x74, 0x30, 0x01, 0x12, 0x41, 0x0a, 0x0d, 0x47, 0x65, 0x74, 0x47, 0x65, 0x6e, 0x65, 0x72, 0x61,
-	0x74, 0x69, 0x6f, 0x6e, 0x12, 0x1c, 0x2e, 0x6c, 0x6c, 0x6d, 0x2e, 0x76, 0x31, 0x2e, 0x47, 0x65,
-	0x74, 0x47, 0x65, 0x6e, 0x65, 0x72, 0x61, 0x74, 0x69, 0x6f, 0x6e, 0x52, 0x65, 0x71, 0x75, 0x65,
-	0x73, 0x74, 0x1a, 0x12, 0x2e, 0x6c, 0x6c, 0x6d, 0x2e, 0x76, 0x31, 0x2e, 0x47, 0x65, 0x6e, 0x65,
-	0x72, 0x61, 0x74, 0x69, 0x6f, 0x6e, 0x12, 0x47, 0x0a, 0x10, 0x43, 0x61, 0x6e, 0x63, 0x65, 0x6c,
-	0x47, 0x65, 0x6e, 0x65, 0x72, 0x61, 0x74, 0x69, 0x6f, 0x6e, 0x12, 0x1f, 0x2e, 0x6c, 0x6c, 0x6d,
-	0x2e, 0x76, 0x31, 0x2e, 0x43, 0x61, 0x6e, 0x63, 0x65, 0x6c, 0x47, 0x65, 0x6e, 0x65, 0x72, 0x61,
-	0x74, 0x69, 0x6f, 0x6e, 0x52, 0x65, 0x71, 0x75, 0x65, 0x73, 0x74, 0x1a, 0x12, 0x2e, 0x6c, 0x6c,
-	0x6d, 0x2e, 0x76, 0x31, 0x2e, 0x47, 0x65, 0x6e, 0x65, 0x72, 0x61, 0x74, 0x69, 0x6f, 0x6e, 0x42,
-	0x84, 0x01, 0x0a, 0x0a, 0x63, 0x6f, 0x6d, 0x2e, 0x6c, 0x6c, 0x6d, 0x2e, 0x76, 0x31, 0x42, 0x10,
-	0x47, 0x65, 0x6e, 0x65, 0x72, 0x61, 0x74, 0x69, 0x6f, 0x6e, 0x73, 0x50, 0x72, 0x6f, 0x74, 0x6f,
-	0x50, 0x01, 0x5a, 0x2b, 0x65, 0x78, 0x61, 0x6d, 0x70, 0x6c, 0x65, 0x2e, 0x63, 0x6f, 0x6d, 0x2f,
-	0x6c, 0x6c, 0x6d, 0x70, 0x6c, 0x61, 0x74, 0x66, 0x6f, 0x72, 0x6d, 0x2f, 0x67, 0x6f, 0x2f, 0x67,
-	0x65, 0x6e, 0x2f, 0x6c, 0x6c, 0x6d, 0x2f, 0x76, 0x31, 0x3b, 0x6c, 0x6c, 0x6d, 0x76, 0x31, 0xa2,
-	0x02, 0x03, 0x4c, 0x58, 0x58, 0xaa, 0x02, 0x06, 0x4c, 0x6c, 0x6d, 0x2e, 0x56, 0x31, 0xca, 0x02,
-	0x06, 0x4c, 0x6c, 0x6d, 0x5c, 0x56, 0x31, 0xe2, 0x02, 0x12, 0x4c, 0x6c, 0x6d, 0x5c, 0x56, 0x31,
-	0x5c, 0x47, 0x50, 0x42, 0x4d, 0x65, 0x74, 0x61, 0x64, 0x61, 0x74, 0x61, 0xea, 0x02, 0x07, 0x4c,
-	0x6c, 0x6d, 0x3a, 0x3a, 0x56, 0x31, 0x62, 0x06, 0x70, 0x72, 0x6f, 0x74, 0x6f, 0x33,
+	0x12, 0x30, 0x0a, 0x08, 0x6c, 0x6f, 0x67, 0x70, 0x72, 0x6f, 0x62, 0x73, 0x18, 0x03, 0x20, 0x03,
+	0x28, 0x0b, 0x32, 0x14, 0x2e, 0x6c, 0x6c, 0x6d, 0x2e, 0x76, 0x31, 0x2e, 0x54, 0x6f, 0x6b, 0x65,
+	0x6e, 0x4c, 0x6f, 0x67, 0x70, 0x72, 0x6f, 0x62, 0x52, 0x08, 0x6c, 0x6f, 0x67, 0x70, 0x72, 0x6f,
+	0x62, 0x73, 0x22, 0xa6, 0x01, 0x0a, 0x0c, 0x54, 0x6f, 0x6b, 0x65, 0x6e, 0x4c, 0x6f, 0x67, 0x70,
+	0x72, 0x6f, 0x62, 0x12, 0x19, 0x0a, 0x08, 0x74, 0x6f, 0x6b, 0x65, 0x6e, 0x5f, 0x69, 0x64, 0x18,
+	0x01, 0x20, 0x01, 0x28, 0x05, 0x52, 0x07, 0x74, 0x6f, 0x6b, 0x65, 0x6e, 0x49, 0x64, 0x12, 0x14,
+	0x0a, 0x05, 0x74, 0x6f, 0x6b, 0x65, 0x6e, 0x18, 0x02, 0x20, 0x01, 0x28, 0x09, 0x52, 0x05, 0x74,
+	0x6f, 0x6b, 0x65, 0x6e, 0x12, 0x14, 0x0a, 0x05, 0x62, 0x79, 0x74, 0x65, 0x73, 0x18, 0x03, 0x20,
+	0x01, 0x28, 0x0c, 0x52, 0x05, 0x62, 0x79, 0x74, 0x65, 0x73, 0x12, 0x18, 0x0a, 0x07, 0x6c, 0x6f,
+	0x67, 0x70, 0x72, 0x6f, 0x62, 0x18, 0x04, 0x20, 0x01, 0x28, 0x02, 0x52, 0x07, 0x6c, 0x6f, 0x67,
+	0x70, 0x72, 0x6f, 0x62, 0x12, 0x35, 0x0a, 0x0c, 0x74, 0x6f, 0x70, 0x5f, 0x6c, 0x6f, 0x67, 0x70,
+	0x72, 0x6f, 0x62, 0x73, 0x18, 0x05, 0x20, 0x03, 0x28, 0x0b, 0x32, 0x12, 0x2e, 0x6c, 0x6c, 0x6d,
+	0x2e, 0x76, 0x31, 0x2e, 0x54, 0x6f, 0x70, 0x4c, 0x6f, 0x67, 0x70, 0x72, 0x6f, 0x62, 0x52, 0x0b,
+	0x74, 0x6f, 0x70, 0x4c, 0x6f, 0x67, 0x70, 0x72, 0x6f, 0x62, 0x73, 0x22, 0x6d, 0x0a, 0x0a, 0x54,
+	0x6f, 0x70, 0x4c, 0x6f, 0x67, 0x70, 0x72, 0x6f, 0x62, 0x12, 0x19, 0x0a, 0x08, 0x74, 0x6f, 0x6b,
+	0x65, 0x6e, 0x5f, 0x69, 0x64, 0x18, 0x01, 0x20, 0x01, 0x28, 0x05, 0x52, 0x07, 0x74, 0x6f, 0x6b,
+	0x65, 0x6e, 0x49, 0x64, 0x12, 0x14, 0x0a, 0x05, 0x74, 0x6f, 0x6b, 0x65, 0x6e, 0x18, 0x02, 0x20,
+	0x01, 0x28, 0x09, 0x52, 0x05, 0x74, 0x6f, 0x6b, 0x65, 0x6e, 0x12, 0x14, 0x0a, 0x05, 0x62, 0x79,
+	0x74, 0x65, 0x73, 0x18, 0x03, 0x20, 0x01, 0x28, 0x0c, 0x52, 0x05, 0x62, 0x79, 0x74, 0x65, 0x73,
+	0x12, 0x18, 0x0a, 0x07, 0x6c, 0x6f, 0x67, 0x70, 0x72, 0x6f, 0x62, 0x18, 0x04, 0x20, 0x01, 0x28,
+	0x02, 0x52, 0x07, 0x6c, 0x6f, 0x67, 0x70, 0x72, 0x6f, 0x62, 0x22, 0x37, 0x0a, 0x0b, 0x55, 0x73,
+	0x61, 0x67, 0x65, 0x55, 0x70, 0x64, 0x61, 0x74, 0x65, 0x12, 0x28, 0x0a, 0x05, 0x75, 0x73, 0x61,
+	0x67, 0x65, 0x18, 0x01, 0x20, 0x01, 0x28, 0x0b, 0x32, 0x12, 0x2e, 0x6c, 0x6c, 0x6d, 0x2e, 0x76,
+	0x31, 0x2e, 0x54, 0x6f, 0x6b, 0x65, 0x6e, 0x55, 0x73, 0x61, 0x67, 0x65, 0x52, 0x05, 0x75, 0x73,
+	0x61, 0x67, 0x65, 0x22, 0x9f, 0x02, 0x0a, 0x08, 0x46, 0x69, 0x6e, 0x69, 0x73, 0x68, 0x65, 0x64,
+	0x12, 0x2f, 0x0a, 0x06, 0x72, 0x65, 0x61, 0x73, 0x6f, 0x6e, 0x18, 0x01, 0x20, 0x01, 0x28, 0x0e,
+	0x32, 0x17, 0x2e, 0x6c, 0x6c, 0x6d, 0x2e, 0x76, 0x31, 0x2e, 0x46, 0x69, 0x6e, 0x69, 0x73, 0x68,
+	0x65, 0x64, 0x2e, 0x52, 0x65, 0x61, 0x73, 0x6f, 0x6e, 0x52, 0x06, 0x72, 0x65, 0x61, 0x73, 0x6f,
+	0x6e, 0x12, 0x28, 0x0a, 0x05, 0x75, 0x73, 0x61, 0x67, 0x65, 0x18, 0x02, 0x20, 0x01, 0x28, 0x0b,
+	0x32, 0x12, 0x2e, 0x6c, 0x6c, 0x6d, 0x2e, 0x76, 0x31, 0x2e, 0x54, 0x6f, 0x6b, 0x65, 0x6e, 0x55,
+	0x73, 0x61, 0x67, 0x65, 0x52, 0x05, 0x75, 0x73, 0x61, 0x67, 0x65, 0x12, 0x1f, 0x0a, 0x0b, 0x75,
+	0x73, 0x61, 0x67, 0x65, 0x5f, 0x66, 0x69, 0x6e, 0x61, 0x6c, 0x18, 0x03, 0x20, 0x01, 0x28, 0x08,
+	0x52, 0x0a, 0x75, 0x73, 0x61, 0x67, 0x65, 0x46, 0x69, 0x6e, 0x61, 0x6c, 0x22, 0x96, 0x01, 0x0a,
+	0x06, 0x52, 0x65, 0x61, 0x73, 0x6f, 0x6e, 0x12, 0x16, 0x0a, 0x12, 0x52, 0x45, 0x41, 0x53, 0x4f,
+	0x4e, 0x5f, 0x55, 0x4e, 0x53, 0x50, 0x45, 0x43, 0x49, 0x46, 0x49, 0x45, 0x44, 0x10, 0x00, 0x12,
+	0x0d, 0x0a, 0x09, 0x43, 0x4f, 0x4d, 0x50, 0x4c, 0x45, 0x54, 0x45, 0x44, 0x10, 0x01, 0x12, 0x10,
+	0x0a, 0x0c, 0x4f, 0x55, 0x54, 0x50, 0x55, 0x54, 0x5f, 0x4c, 0x49, 0x4d, 0x49, 0x54, 0x10, 0x02,
+	0x12, 0x11, 0x0a, 0x0d, 0x53, 0x54, 0x4f, 0x50, 0x5f, 0x53, 0x45, 0x51, 0x55, 0x45, 0x4e, 0x43,
+	0x45, 0x10, 0x03, 0x12, 0x0c, 0x0a, 0x08, 0x43, 0x41, 0x4e, 0x43, 0x45, 0x4c, 0x45, 0x44, 0x10,
+	0x04, 0x12, 0x0f, 0x0a, 0x0b, 0x49, 0x4e, 0x54, 0x45, 0x52, 0x52, 0x55, 0x50, 0x54, 0x45, 0x44,
+	0x10, 0x05, 0x12, 0x15, 0x0a, 0x11, 0x44, 0x45, 0x41, 0x44, 0x4c, 0x49, 0x4e, 0x45, 0x5f, 0x45,
+	0x58, 0x43, 0x45, 0x45, 0x44, 0x45, 0x44, 0x10, 0x06, 0x12, 0x0a, 0x0a, 0x06, 0x46, 0x41, 0x49,
+	0x4c, 0x45, 0x44, 0x10, 0x07, 0x2a, 0x38, 0x0a, 0x04, 0x54, 0x69, 0x65, 0x72, 0x12, 0x14, 0x0a,
+	0x10, 0x54, 0x49, 0x45, 0x52, 0x5f, 0x55, 0x4e, 0x53, 0x50, 0x45, 0x43, 0x49, 0x46, 0x49, 0x45,
+	0x44, 0x10, 0x00, 0x12, 0x0f, 0x0a, 0x0b, 0x49, 0x4e, 0x54, 0x45, 0x52, 0x41, 0x43, 0x54, 0x49,
+	0x56, 0x45, 0x10, 0x01, 0x12, 0x09, 0x0a, 0x05, 0x42, 0x41, 0x54, 0x43, 0x48, 0x10, 0x02, 0x32,
+	0xd7, 0x02, 0x0a, 0x0b, 0x47, 0x65, 0x6e, 0x65, 0x72, 0x61, 0x74, 0x69, 0x6f, 0x6e, 0x73, 0x12,
+	0x3e, 0x0a, 0x08, 0x47, 0x65, 0x6e, 0x65, 0x72, 0x61, 0x74, 0x65, 0x12, 0x17, 0x2e, 0x6c, 0x6c,
+	0x6d, 0x2e, 0x76, 0x31, 0x2e, 0x47, 0x65, 0x6e, 0x65, 0x72, 0x61, 0x74, 0x65, 0x52, 0x65, 0x71,
+	0x75, 0x65, 0x73, 0x74, 0x1a, 0x17, 0x2e, 0x6c, 0x6c, 0x6d, 0x2e, 0x76, 0x31, 0x2e, 0x47, 0x65,
+	0x6e, 0x65, 0x72, 0x61, 0x74, 0x69, 0x6f, 0x6e, 0x45, 0x76, 0x65, 0x6e, 0x74, 0x30, 0x01, 0x12,
+	0x40, 0x0a, 0x08, 0x43, 0x6f, 0x6e, 0x76, 0x65, 0x72, 0x73, 0x65, 0x12, 0x17, 0x2e, 0x6c, 0x6c,
+	0x6d, 0x2e, 0x76, 0x31, 0x2e, 0x43, 0x6f, 0x6e, 0x76, 0x65, 0x72, 0x73, 0x65, 0x52, 0x65, 0x71,
+	0x75, 0x65, 0x73, 0x74, 0x1a, 0x17, 0x2e, 0x6c, 0x6c, 0x6d, 0x2e, 0x76, 0x31, 0x2e, 0x47, 0x65,
+	0x6e, 0x65, 0x72, 0x61, 0x74, 0x69, 0x6f, 0x6e, 0x45, 0x76, 0x65, 0x6e, 0x74, 0x28, 0x01, 0x30,
+	0x01, 0x12, 0x3a, 0x0a, 0x06, 0x52, 0x65, 0x73, 0x75, 0x6d, 0x65, 0x12, 0x15, 0x2e, 0x6c, 0x6c,
+	0x6d, 0x2e, 0x76, 0x31, 0x2e, 0x52, 0x65, 0x73, 0x75, 0x6d, 0x65, 0x52, 0x65, 0x71, 0x75, 0x65,
+	0x73, 0x74, 0x1a, 0x17, 0x2e, 0x6c, 0x6c, 0x6d, 0x2e, 0x76, 0x31, 0x2e, 0x47, 0x65, 0x6e, 0x65,
+	0x72, 0x61, 0x74, 0x69, 0x6f, 0x6e, 0x45, 0x76, 0x65, 0x6e, 0x74, 0x30, 0x01, 0x12, 0x41, 0x0a,
+	0x0d, 0x47, 0x65, 0x74, 0x47, 0x65, 0x6e, 0x65, 0x72, 0x61, 0x74, 0x69, 0x6f, 0x6e, 0x12, 0x1c,
+	0x2e, 0x6c, 0x6c, 0x6d, 0x2e, 0x76, 0x31, 0x2e, 0x47, 0x65, 0x74, 0x47, 0x65, 0x6e, 0x65, 0x72,
+	0x61, 0x74, 0x69, 0x6f, 0x6e, 0x52, 0x65, 0x71, 0x75, 0x65, 0x73, 0x74, 0x1a, 0x12, 0x2e, 0x6c,
+	0x6c, 0x6d, 0x2e, 0x76, 0x31, 0x2e, 0x47, 0x65, 0x6e, 0x65, 0x72, 0x61, 0x74, 0x69, 0x6f, 0x6e,
+	0x12, 0x47, 0x0a, 0x10, 0x43, 0x61, 0x6e, 0x63, 0x65, 0x6c, 0x47, 0x65, 0x6e, 0x65, 0x72, 0x61,
+	0x74, 0x69, 0x6f, 0x6e, 0x12, 0x1f, 0x2e, 0x6c, 0x6c, 0x6d, 0x2e, 0x76, 0x31, 0x2e, 0x43, 0x61,
+	0x6e, 0x63, 0x65, 0x6c, 0x47, 0x65, 0x6e, 0x65, 0x72, 0x61, 0x74, 0x69, 0x6f, 0x6e, 0x52, 0x65,
+	0x71, 0x75, 0x65, 0x73, 0x74, 0x1a, 0x12, 0x2e, 0x6c, 0x6c, 0x6d, 0x2e, 0x76, 0x31, 0x2e, 0x47,
+	0x65, 0x6e, 0x65, 0x72, 0x61, 0x74, 0x69, 0x6f, 0x6e, 0x42, 0x84, 0x01, 0x0a, 0x0a, 0x63, 0x6f,
+	0x6d, 0x2e, 0x6c, 0x6c, 0x6d, 0x2e, 0x76, 0x31, 0x42, 0x10, 0x47, 0x65, 0x6e, 0x65, 0x72, 0x61,
+	0x74, 0x69, 0x6f, 0x6e, 0x73, 0x50, 0x72, 0x6f, 0x74, 0x6f, 0x50, 0x01, 0x5a, 0x2b, 0x65, 0x78,
+	0x61, 0x6d, 0x70, 0x6c, 0x65, 0x2e, 0x63, 0x6f, 0x6d, 0x2f, 0x6c, 0x6c, 0x6d, 0x70, 0x6c, 0x61,
+	0x74, 0x66, 0x6f, 0x72, 0x6d, 0x2f, 0x67, 0x6f, 0x2f, 0x67, 0x65, 0x6e, 0x2f, 0x6c, 0x6c, 0x6d,
+	0x2f, 0x76, 0x31, 0x3b, 0x6c, 0x6c, 0x6d, 0x76, 0x31, 0xa2, 0x02, 0x03, 0x4c, 0x58, 0x58, 0xaa,
+	0x02, 0x06, 0x4c, 0x6c, 0x6d, 0x2e, 0x56, 0x31, 0xca, 0x02, 0x06, 0x4c, 0x6c, 0x6d, 0x5c, 0x56,
+	0x31, 0xe2, 0x02, 0x12, 0x4c, 0x6c, 0x6d, 0x5c, 0x56, 0x31, 0x5c, 0x47, 0x50, 0x42, 0x4d, 0x65,
+	0x74, 0x61, 0x64, 0x61, 0x74, 0x61, 0xea, 0x02, 0x07, 0x4c, 0x6c, 0x6d, 0x3a, 0x3a, 0x56, 0x31,
+	0x62, 0x06, 0x70, 0x72, 0x6f, 0x74, 0x6f, 0x33,
 }
 
 var (
@@ -1770,7 +2196,7 @@ func file_llm_v1_generations_proto_rawDescGZIP() []byte {
 }
 
 var file_llm_v1_generations_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_llm_v1_generations_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_llm_v1_generations_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_llm_v1_generations_proto_goTypes = []interface{}{
 	(Tier)(0),                       // 0: llm.v1.Tier
 	(Generation_State)(0),           // 1: llm.v1.Generation.State
@@ -1779,55 +2205,63 @@ var file_llm_v1_generations_proto_goTypes = []interface{}{
 	(*ChatMessages)(nil),            // 4: llm.v1.ChatMessages
 	(*SamplingParams)(nil),          // 5: llm.v1.SamplingParams
 	(*GenerateRequest)(nil),         // 6: llm.v1.GenerateRequest
-	(*ConverseRequest)(nil),         // 7: llm.v1.ConverseRequest
-	(*Ack)(nil),                     // 8: llm.v1.Ack
-	(*ResumeRequest)(nil),           // 9: llm.v1.ResumeRequest
-	(*GetGenerationRequest)(nil),    // 10: llm.v1.GetGenerationRequest
-	(*CancelGenerationRequest)(nil), // 11: llm.v1.CancelGenerationRequest
-	(*TokenUsage)(nil),              // 12: llm.v1.TokenUsage
-	(*Generation)(nil),              // 13: llm.v1.Generation
-	(*GenerationEvent)(nil),         // 14: llm.v1.GenerationEvent
-	(*Rejected)(nil),                // 15: llm.v1.Rejected
-	(*Started)(nil),                 // 16: llm.v1.Started
-	(*Delta)(nil),                   // 17: llm.v1.Delta
-	(*UsageUpdate)(nil),             // 18: llm.v1.UsageUpdate
-	(*Finished)(nil),                // 19: llm.v1.Finished
-	(*status.Status)(nil),           // 20: google.rpc.Status
+	(*OutputConstraint)(nil),        // 7: llm.v1.OutputConstraint
+	(*ChoiceConstraint)(nil),        // 8: llm.v1.ChoiceConstraint
+	(*ConverseRequest)(nil),         // 9: llm.v1.ConverseRequest
+	(*Ack)(nil),                     // 10: llm.v1.Ack
+	(*ResumeRequest)(nil),           // 11: llm.v1.ResumeRequest
+	(*GetGenerationRequest)(nil),    // 12: llm.v1.GetGenerationRequest
+	(*CancelGenerationRequest)(nil), // 13: llm.v1.CancelGenerationRequest
+	(*TokenUsage)(nil),              // 14: llm.v1.TokenUsage
+	(*Generation)(nil),              // 15: llm.v1.Generation
+	(*GenerationEvent)(nil),         // 16: llm.v1.GenerationEvent
+	(*Rejected)(nil),                // 17: llm.v1.Rejected
+	(*Started)(nil),                 // 18: llm.v1.Started
+	(*Delta)(nil),                   // 19: llm.v1.Delta
+	(*TokenLogprob)(nil),            // 20: llm.v1.TokenLogprob
+	(*TopLogprob)(nil),              // 21: llm.v1.TopLogprob
+	(*UsageUpdate)(nil),             // 22: llm.v1.UsageUpdate
+	(*Finished)(nil),                // 23: llm.v1.Finished
+	(*status.Status)(nil),           // 24: google.rpc.Status
 }
 var file_llm_v1_generations_proto_depIdxs = []int32{
 	3,  // 0: llm.v1.ChatMessages.messages:type_name -> llm.v1.ChatMessage
 	4,  // 1: llm.v1.GenerateRequest.messages:type_name -> llm.v1.ChatMessages
 	5,  // 2: llm.v1.GenerateRequest.sampling:type_name -> llm.v1.SamplingParams
 	0,  // 3: llm.v1.GenerateRequest.tier:type_name -> llm.v1.Tier
-	6,  // 4: llm.v1.ConverseRequest.start:type_name -> llm.v1.GenerateRequest
-	8,  // 5: llm.v1.ConverseRequest.ack:type_name -> llm.v1.Ack
-	1,  // 6: llm.v1.Generation.state:type_name -> llm.v1.Generation.State
-	2,  // 7: llm.v1.Generation.finish_reason:type_name -> llm.v1.Finished.Reason
-	12, // 8: llm.v1.Generation.usage:type_name -> llm.v1.TokenUsage
-	16, // 9: llm.v1.GenerationEvent.started:type_name -> llm.v1.Started
-	17, // 10: llm.v1.GenerationEvent.delta:type_name -> llm.v1.Delta
-	18, // 11: llm.v1.GenerationEvent.usage:type_name -> llm.v1.UsageUpdate
-	19, // 12: llm.v1.GenerationEvent.finished:type_name -> llm.v1.Finished
-	15, // 13: llm.v1.GenerationEvent.rejected:type_name -> llm.v1.Rejected
-	20, // 14: llm.v1.Rejected.status:type_name -> google.rpc.Status
-	12, // 15: llm.v1.UsageUpdate.usage:type_name -> llm.v1.TokenUsage
-	2,  // 16: llm.v1.Finished.reason:type_name -> llm.v1.Finished.Reason
-	12, // 17: llm.v1.Finished.usage:type_name -> llm.v1.TokenUsage
-	6,  // 18: llm.v1.Generations.Generate:input_type -> llm.v1.GenerateRequest
-	7,  // 19: llm.v1.Generations.Converse:input_type -> llm.v1.ConverseRequest
-	9,  // 20: llm.v1.Generations.Resume:input_type -> llm.v1.ResumeRequest
-	10, // 21: llm.v1.Generations.GetGeneration:input_type -> llm.v1.GetGenerationRequest
-	11, // 22: llm.v1.Generations.CancelGeneration:input_type -> llm.v1.CancelGenerationRequest
-	14, // 23: llm.v1.Generations.Generate:output_type -> llm.v1.GenerationEvent
-	14, // 24: llm.v1.Generations.Converse:output_type -> llm.v1.GenerationEvent
-	14, // 25: llm.v1.Generations.Resume:output_type -> llm.v1.GenerationEvent
-	13, // 26: llm.v1.Generations.GetGeneration:output_type -> llm.v1.Generation
-	13, // 27: llm.v1.Generations.CancelGeneration:output_type -> llm.v1.Generation
-	23, // [23:28] is the sub-list for method output_type
-	18, // [18:23] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	7,  // 4: llm.v1.GenerateRequest.constraint:type_name -> llm.v1.OutputConstraint
+	8,  // 5: llm.v1.OutputConstraint.choice:type_name -> llm.v1.ChoiceConstraint
+	6,  // 6: llm.v1.ConverseRequest.start:type_name -> llm.v1.GenerateRequest
+	10, // 7: llm.v1.ConverseRequest.ack:type_name -> llm.v1.Ack
+	1,  // 8: llm.v1.Generation.state:type_name -> llm.v1.Generation.State
+	2,  // 9: llm.v1.Generation.finish_reason:type_name -> llm.v1.Finished.Reason
+	14, // 10: llm.v1.Generation.usage:type_name -> llm.v1.TokenUsage
+	18, // 11: llm.v1.GenerationEvent.started:type_name -> llm.v1.Started
+	19, // 12: llm.v1.GenerationEvent.delta:type_name -> llm.v1.Delta
+	22, // 13: llm.v1.GenerationEvent.usage:type_name -> llm.v1.UsageUpdate
+	23, // 14: llm.v1.GenerationEvent.finished:type_name -> llm.v1.Finished
+	17, // 15: llm.v1.GenerationEvent.rejected:type_name -> llm.v1.Rejected
+	24, // 16: llm.v1.Rejected.status:type_name -> google.rpc.Status
+	20, // 17: llm.v1.Delta.logprobs:type_name -> llm.v1.TokenLogprob
+	21, // 18: llm.v1.TokenLogprob.top_logprobs:type_name -> llm.v1.TopLogprob
+	14, // 19: llm.v1.UsageUpdate.usage:type_name -> llm.v1.TokenUsage
+	2,  // 20: llm.v1.Finished.reason:type_name -> llm.v1.Finished.Reason
+	14, // 21: llm.v1.Finished.usage:type_name -> llm.v1.TokenUsage
+	6,  // 22: llm.v1.Generations.Generate:input_type -> llm.v1.GenerateRequest
+	9,  // 23: llm.v1.Generations.Converse:input_type -> llm.v1.ConverseRequest
+	11, // 24: llm.v1.Generations.Resume:input_type -> llm.v1.ResumeRequest
+	12, // 25: llm.v1.Generations.GetGeneration:input_type -> llm.v1.GetGenerationRequest
+	13, // 26: llm.v1.Generations.CancelGeneration:input_type -> llm.v1.CancelGenerationRequest
+	16, // 27: llm.v1.Generations.Generate:output_type -> llm.v1.GenerationEvent
+	16, // 28: llm.v1.Generations.Converse:output_type -> llm.v1.GenerationEvent
+	16, // 29: llm.v1.Generations.Resume:output_type -> llm.v1.GenerationEvent
+	15, // 30: llm.v1.Generations.GetGeneration:output_type -> llm.v1.Generation
+	15, // 31: llm.v1.Generations.CancelGeneration:output_type -> llm.v1.Generation
+	27, // [27:32] is the sub-list for method output_type
+	22, // [22:27] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_llm_v1_generations_proto_init() }
@@ -1885,7 +2319,7 @@ func file_llm_v1_generations_proto_init() {
 			}
 		}
 		file_llm_v1_generations_proto_msgTypes[4].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*ConverseRequest); i {
+			switch v := v.(*OutputConstraint); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -1897,7 +2331,7 @@ func file_llm_v1_generations_proto_init() {
 			}
 		}
 		file_llm_v1_generations_proto_msgTypes[5].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*Ack); i {
+			switch v := v.(*ChoiceConstraint); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -1909,7 +2343,7 @@ func file_llm_v1_generations_proto_init() {
 			}
 		}
 		file_llm_v1_generations_proto_msgTypes[6].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*ResumeRequest); i {
+			switch v := v.(*ConverseRequest); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -1921,7 +2355,7 @@ func file_llm_v1_generations_proto_init() {
 			}
 		}
 		file_llm_v1_generations_proto_msgTypes[7].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*GetGenerationRequest); i {
+			switch v := v.(*Ack); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -1933,7 +2367,7 @@ func file_llm_v1_generations_proto_init() {
 			}
 		}
 		file_llm_v1_generations_proto_msgTypes[8].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*CancelGenerationRequest); i {
+			switch v := v.(*ResumeRequest); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -1945,7 +2379,7 @@ func file_llm_v1_generations_proto_init() {
 			}
 		}
 		file_llm_v1_generations_proto_msgTypes[9].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*TokenUsage); i {
+			switch v := v.(*GetGenerationRequest); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -1957,7 +2391,7 @@ func file_llm_v1_generations_proto_init() {
 			}
 		}
 		file_llm_v1_generations_proto_msgTypes[10].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*Generation); i {
+			switch v := v.(*CancelGenerationRequest); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -1969,7 +2403,7 @@ func file_llm_v1_generations_proto_init() {
 			}
 		}
 		file_llm_v1_generations_proto_msgTypes[11].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*GenerationEvent); i {
+			switch v := v.(*TokenUsage); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -1981,7 +2415,7 @@ func file_llm_v1_generations_proto_init() {
 			}
 		}
 		file_llm_v1_generations_proto_msgTypes[12].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*Rejected); i {
+			switch v := v.(*Generation); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -1993,7 +2427,7 @@ func file_llm_v1_generations_proto_init() {
 			}
 		}
 		file_llm_v1_generations_proto_msgTypes[13].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*Started); i {
+			switch v := v.(*GenerationEvent); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -2005,7 +2439,7 @@ func file_llm_v1_generations_proto_init() {
 			}
 		}
 		file_llm_v1_generations_proto_msgTypes[14].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*Delta); i {
+			switch v := v.(*Rejected); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -2017,7 +2451,7 @@ func file_llm_v1_generations_proto_init() {
 			}
 		}
 		file_llm_v1_generations_proto_msgTypes[15].Exporter = func(v interface{}, i int) interface{} {
-			switch v := v.(*UsageUpdate); i {
+			switch v := v.(*Started); i {
 			case 0:
 				return &v.state
 			case 1:
@@ -2029,6 +2463,54 @@ func file_llm_v1_generations_proto_init() {
 			}
 		}
 		file_llm_v1_generations_proto_msgTypes[16].Exporter = func(v interface{}, i int) interface{} {
+			switch v := v.(*Delta); i {
+			case 0:
+				return &v.state
+			case 1:
+				return &v.sizeCache
+			case 2:
+				return &v.unknownFields
+			default:
+				return nil
+			}
+		}
+		file_llm_v1_generations_proto_msgTypes[17].Exporter = func(v interface{}, i int) interface{} {
+			switch v := v.(*TokenLogprob); i {
+			case 0:
+				return &v.state
+			case 1:
+				return &v.sizeCache
+			case 2:
+				return &v.unknownFields
+			default:
+				return nil
+			}
+		}
+		file_llm_v1_generations_proto_msgTypes[18].Exporter = func(v interface{}, i int) interface{} {
+			switch v := v.(*TopLogprob); i {
+			case 0:
+				return &v.state
+			case 1:
+				return &v.sizeCache
+			case 2:
+				return &v.unknownFields
+			default:
+				return nil
+			}
+		}
+		file_llm_v1_generations_proto_msgTypes[19].Exporter = func(v interface{}, i int) interface{} {
+			switch v := v.(*UsageUpdate); i {
+			case 0:
+				return &v.state
+			case 1:
+				return &v.sizeCache
+			case 2:
+				return &v.unknownFields
+			default:
+				return nil
+			}
+		}
+		file_llm_v1_generations_proto_msgTypes[20].Exporter = func(v interface{}, i int) interface{} {
 			switch v := v.(*Finished); i {
 			case 0:
 				return &v.state
@@ -2047,15 +2529,23 @@ func file_llm_v1_generations_proto_init() {
 		(*GenerateRequest_Messages)(nil),
 	}
 	file_llm_v1_generations_proto_msgTypes[4].OneofWrappers = []interface{}{
+		(*OutputConstraint_JsonSchema)(nil),
+		(*OutputConstraint_JsonObject)(nil),
+		(*OutputConstraint_Regex)(nil),
+		(*OutputConstraint_Choice)(nil),
+		(*OutputConstraint_LarkGrammar)(nil),
+		(*OutputConstraint_GbnfGrammar)(nil),
+	}
+	file_llm_v1_generations_proto_msgTypes[6].OneofWrappers = []interface{}{
 		(*ConverseRequest_Start)(nil),
 		(*ConverseRequest_Cancel)(nil),
 		(*ConverseRequest_Ack)(nil),
 	}
-	file_llm_v1_generations_proto_msgTypes[7].OneofWrappers = []interface{}{
+	file_llm_v1_generations_proto_msgTypes[9].OneofWrappers = []interface{}{
 		(*GetGenerationRequest_GenerationId)(nil),
 		(*GetGenerationRequest_RequestId)(nil),
 	}
-	file_llm_v1_generations_proto_msgTypes[11].OneofWrappers = []interface{}{
+	file_llm_v1_generations_proto_msgTypes[13].OneofWrappers = []interface{}{
 		(*GenerationEvent_Started)(nil),
 		(*GenerationEvent_Delta)(nil),
 		(*GenerationEvent_Usage)(nil),
@@ -2068,7 +2558,7 @@ func file_llm_v1_generations_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: file_llm_v1_generations_proto_rawDesc,
 			NumEnums:      3,
-			NumMessages:   17,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

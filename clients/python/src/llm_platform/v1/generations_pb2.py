@@ -25,15 +25,15 @@ _sym_db = _symbol_database.Default()
 from google.rpc import status_pb2 as google_dot_rpc_dot_status__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18llm/v1/generations.proto\x12\x06llm.v1\x1a\x17google/rpc/status.proto\",\n\x0b\x43hatMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"5\n\x0c\x43hatMessages\x12%\n\x08messages\x18\x01 \x03(\x0b\x32\x13.llm.v1.ChatMessage\"\xb4\x01\n\x0eSamplingParams\x12\x18\n\x0btemperature\x18\x01 \x01(\x02H\x00\x88\x01\x01\x12\x12\n\x05top_p\x18\x02 \x01(\x02H\x01\x88\x01\x01\x12\x12\n\x05top_k\x18\x03 \x01(\x05H\x02\x88\x01\x01\x12\x11\n\x04seed\x18\x04 \x01(\x04H\x03\x88\x01\x01\x12\x0c\n\x04stop\x18\x05 \x03(\t\x12\x12\n\nignore_eos\x18\x06 \x01(\x08\x42\x0e\n\x0c_temperatureB\x08\n\x06_top_pB\x08\n\x06_top_kB\x07\n\x05_seed\"\xda\x01\n\x0fGenerateRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x10\n\x06prompt\x18\x03 \x01(\tH\x00\x12(\n\x08messages\x18\x04 \x01(\x0b\x32\x14.llm.v1.ChatMessagesH\x00\x12\x19\n\x11max_output_tokens\x18\x05 \x01(\x05\x12(\n\x08sampling\x18\x06 \x01(\x0b\x32\x16.llm.v1.SamplingParams\x12\x1a\n\x04tier\x18\x07 \x01(\x0e\x32\x0c.llm.v1.TierB\x07\n\x05input\"r\n\x0f\x43onverseRequest\x12(\n\x05start\x18\x01 \x01(\x0b\x32\x17.llm.v1.GenerateRequestH\x00\x12\x10\n\x06\x63\x61ncel\x18\x02 \x01(\tH\x00\x12\x1a\n\x03\x61\x63k\x18\x03 \x01(\x0b\x32\x0b.llm.v1.AckH\x00\x42\x07\n\x05\x66rame\".\n\x03\x41\x63k\x12\x15\n\rgeneration_id\x18\x01 \x01(\t\x12\x10\n\x08sequence\x18\x02 \x01(\x04\">\n\rResumeRequest\x12\x15\n\rgeneration_id\x18\x01 \x01(\t\x12\x16\n\x0e\x61\x66ter_sequence\x18\x02 \x01(\x04\"L\n\x14GetGenerationRequest\x12\x17\n\rgeneration_id\x18\x01 \x01(\tH\x00\x12\x14\n\nrequest_id\x18\x02 \x01(\tH\x00\x42\x05\n\x03key\"0\n\x17\x43\x61ncelGenerationRequest\x12\x15\n\rgeneration_id\x18\x01 \x01(\t\"w\n\nTokenUsage\x12\x14\n\x0cinput_tokens\x18\x01 \x01(\x04\x12\x1b\n\x13\x63\x61\x63hed_input_tokens\x18\x02 \x01(\x04\x12\x15\n\routput_tokens\x18\x03 \x01(\x04\x12\x1f\n\x17\x64\x65livered_output_tokens\x18\x04 \x01(\x04\"\x94\x03\n\nGeneration\x12\x15\n\rgeneration_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\'\n\x05state\x18\x03 \x01(\x0e\x32\x18.llm.v1.Generation.State\x12\x15\n\rmodel_version\x18\x04 \x01(\t\x12.\n\rfinish_reason\x18\x05 \x01(\x0e\x32\x17.llm.v1.Finished.Reason\x12\r\n\x05\x65poch\x18\x06 \x01(\x04\x12!\n\x05usage\x18\x07 \x01(\x0b\x32\x12.llm.v1.TokenUsage\x12\x13\n\x0busage_final\x18\x08 \x01(\x08\x12\x16\n\x0equeue_position\x18\t \x01(\r\x12\x19\n\x11predicted_wait_ms\x18\n \x01(\x04\"q\n\x05State\x12\x15\n\x11STATE_UNSPECIFIED\x10\x00\x12\n\n\x06QUEUED\x10\x01\x12\x0b\n\x07RUNNING\x10\x02\x12\r\n\tCOMPLETED\x10\x03\x12\x0c\n\x08\x43\x41NCELED\x10\x04\x12\x0f\n\x0bINTERRUPTED\x10\x05\x12\n\n\x06\x46\x41ILED\x10\x06\"\x88\x02\n\x0fGenerationEvent\x12\x15\n\rgeneration_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x10\n\x08sequence\x18\x03 \x01(\x04\x12\"\n\x07started\x18\x04 \x01(\x0b\x32\x0f.llm.v1.StartedH\x00\x12\x1e\n\x05\x64\x65lta\x18\x05 \x01(\x0b\x32\r.llm.v1.DeltaH\x00\x12$\n\x05usage\x18\x06 \x01(\x0b\x32\x13.llm.v1.UsageUpdateH\x00\x12$\n\x08\x66inished\x18\x07 \x01(\x0b\x32\x10.llm.v1.FinishedH\x00\x12$\n\x08rejected\x18\x08 \x01(\x0b\x32\x10.llm.v1.RejectedH\x00\x42\x07\n\x05\x65vent\"B\n\x08Rejected\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\"\n\x06status\x18\x02 \x01(\x0b\x32\x12.google.rpc.Status\"}\n\x07Started\x12\x15\n\rmodel_version\x18\x01 \x01(\t\x12\x14\n\x0cinput_tokens\x18\x02 \x01(\x04\x12\x1b\n\x13\x63\x61\x63hed_input_tokens\x18\x03 \x01(\x04\x12\x12\n\nrequest_id\x18\x04 \x01(\t\x12\x14\n\x0cquantization\x18\x05 \x01(\t\"(\n\x05\x44\x65lta\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x11\n\ttoken_ids\x18\x02 \x03(\x05\"0\n\x0bUsageUpdate\x12!\n\x05usage\x18\x01 \x01(\x0b\x32\x12.llm.v1.TokenUsage\"\x84\x02\n\x08\x46inished\x12\'\n\x06reason\x18\x01 \x01(\x0e\x32\x17.llm.v1.Finished.Reason\x12!\n\x05usage\x18\x02 \x01(\x0b\x32\x12.llm.v1.TokenUsage\x12\x13\n\x0busage_final\x18\x03 \x01(\x08\"\x96\x01\n\x06Reason\x12\x16\n\x12REASON_UNSPECIFIED\x10\x00\x12\r\n\tCOMPLETED\x10\x01\x12\x10\n\x0cOUTPUT_LIMIT\x10\x02\x12\x11\n\rSTOP_SEQUENCE\x10\x03\x12\x0c\n\x08\x43\x41NCELED\x10\x04\x12\x0f\n\x0bINTERRUPTED\x10\x05\x12\x15\n\x11\x44\x45\x41\x44LINE_EXCEEDED\x10\x06\x12\n\n\x06\x46\x41ILED\x10\x07*8\n\x04Tier\x12\x14\n\x10TIER_UNSPECIFIED\x10\x00\x12\x0f\n\x0bINTERACTIVE\x10\x01\x12\t\n\x05\x42\x41TCH\x10\x02\x32\xd7\x02\n\x0bGenerations\x12>\n\x08Generate\x12\x17.llm.v1.GenerateRequest\x1a\x17.llm.v1.GenerationEvent0\x01\x12@\n\x08\x43onverse\x12\x17.llm.v1.ConverseRequest\x1a\x17.llm.v1.GenerationEvent(\x01\x30\x01\x12:\n\x06Resume\x12\x15.llm.v1.ResumeRequest\x1a\x17.llm.v1.GenerationEvent0\x01\x12\x41\n\rGetGeneration\x12\x1c.llm.v1.GetGenerationRequest\x1a\x12.llm.v1.Generation\x12G\n\x10\x43\x61ncelGeneration\x12\x1f.llm.v1.CancelGenerationRequest\x1a\x12.llm.v1.Generationb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18llm/v1/generations.proto\x12\x06llm.v1\x1a\x17google/rpc/status.proto\",\n\x0b\x43hatMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"5\n\x0c\x43hatMessages\x12%\n\x08messages\x18\x01 \x03(\x0b\x32\x13.llm.v1.ChatMessage\"\xb4\x01\n\x0eSamplingParams\x12\x18\n\x0btemperature\x18\x01 \x01(\x02H\x00\x88\x01\x01\x12\x12\n\x05top_p\x18\x02 \x01(\x02H\x01\x88\x01\x01\x12\x12\n\x05top_k\x18\x03 \x01(\x05H\x02\x88\x01\x01\x12\x11\n\x04seed\x18\x04 \x01(\x04H\x03\x88\x01\x01\x12\x0c\n\x04stop\x18\x05 \x03(\t\x12\x12\n\nignore_eos\x18\x06 \x01(\x08\x42\x0e\n\x0c_temperatureB\x08\n\x06_top_pB\x08\n\x06_top_kB\x07\n\x05_seed\"\xb0\x02\n\x0fGenerateRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x10\n\x06prompt\x18\x03 \x01(\tH\x00\x12(\n\x08messages\x18\x04 \x01(\x0b\x32\x14.llm.v1.ChatMessagesH\x00\x12\x19\n\x11max_output_tokens\x18\x05 \x01(\x05\x12(\n\x08sampling\x18\x06 \x01(\x0b\x32\x16.llm.v1.SamplingParams\x12\x1a\n\x04tier\x18\x07 \x01(\x0e\x32\x0c.llm.v1.Tier\x12,\n\nconstraint\x18\x08 \x01(\x0b\x32\x18.llm.v1.OutputConstraint\x12\x10\n\x08logprobs\x18\t \x01(\x08\x12\x14\n\x0ctop_logprobs\x18\n \x01(\x05\x42\x07\n\x05input\"\xb5\x01\n\x10OutputConstraint\x12\x15\n\x0bjson_schema\x18\x01 \x01(\tH\x00\x12\x15\n\x0bjson_object\x18\x02 \x01(\x08H\x00\x12\x0f\n\x05regex\x18\x03 \x01(\tH\x00\x12*\n\x06\x63hoice\x18\x04 \x01(\x0b\x32\x18.llm.v1.ChoiceConstraintH\x00\x12\x16\n\x0clark_grammar\x18\x05 \x01(\tH\x00\x12\x16\n\x0cgbnf_grammar\x18\x06 \x01(\tH\x00\x42\x06\n\x04kind\"#\n\x10\x43hoiceConstraint\x12\x0f\n\x07\x63hoices\x18\x01 \x03(\t\"r\n\x0f\x43onverseRequest\x12(\n\x05start\x18\x01 \x01(\x0b\x32\x17.llm.v1.GenerateRequestH\x00\x12\x10\n\x06\x63\x61ncel\x18\x02 \x01(\tH\x00\x12\x1a\n\x03\x61\x63k\x18\x03 \x01(\x0b\x32\x0b.llm.v1.AckH\x00\x42\x07\n\x05\x66rame\".\n\x03\x41\x63k\x12\x15\n\rgeneration_id\x18\x01 \x01(\t\x12\x10\n\x08sequence\x18\x02 \x01(\x04\">\n\rResumeRequest\x12\x15\n\rgeneration_id\x18\x01 \x01(\t\x12\x16\n\x0e\x61\x66ter_sequence\x18\x02 \x01(\x04\"L\n\x14GetGenerationRequest\x12\x17\n\rgeneration_id\x18\x01 \x01(\tH\x00\x12\x14\n\nrequest_id\x18\x02 \x01(\tH\x00\x42\x05\n\x03key\"0\n\x17\x43\x61ncelGenerationRequest\x12\x15\n\rgeneration_id\x18\x01 \x01(\t\"w\n\nTokenUsage\x12\x14\n\x0cinput_tokens\x18\x01 \x01(\x04\x12\x1b\n\x13\x63\x61\x63hed_input_tokens\x18\x02 \x01(\x04\x12\x15\n\routput_tokens\x18\x03 \x01(\x04\x12\x1f\n\x17\x64\x65livered_output_tokens\x18\x04 \x01(\x04\"\x94\x03\n\nGeneration\x12\x15\n\rgeneration_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\'\n\x05state\x18\x03 \x01(\x0e\x32\x18.llm.v1.Generation.State\x12\x15\n\rmodel_version\x18\x04 \x01(\t\x12.\n\rfinish_reason\x18\x05 \x01(\x0e\x32\x17.llm.v1.Finished.Reason\x12\r\n\x05\x65poch\x18\x06 \x01(\x04\x12!\n\x05usage\x18\x07 \x01(\x0b\x32\x12.llm.v1.TokenUsage\x12\x13\n\x0busage_final\x18\x08 \x01(\x08\x12\x16\n\x0equeue_position\x18\t \x01(\r\x12\x19\n\x11predicted_wait_ms\x18\n \x01(\x04\"q\n\x05State\x12\x15\n\x11STATE_UNSPECIFIED\x10\x00\x12\n\n\x06QUEUED\x10\x01\x12\x0b\n\x07RUNNING\x10\x02\x12\r\n\tCOMPLETED\x10\x03\x12\x0c\n\x08\x43\x41NCELED\x10\x04\x12\x0f\n\x0bINTERRUPTED\x10\x05\x12\n\n\x06\x46\x41ILED\x10\x06\"\x88\x02\n\x0fGenerationEvent\x12\x15\n\rgeneration_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x10\n\x08sequence\x18\x03 \x01(\x04\x12\"\n\x07started\x18\x04 \x01(\x0b\x32\x0f.llm.v1.StartedH\x00\x12\x1e\n\x05\x64\x65lta\x18\x05 \x01(\x0b\x32\r.llm.v1.DeltaH\x00\x12$\n\x05usage\x18\x06 \x01(\x0b\x32\x13.llm.v1.UsageUpdateH\x00\x12$\n\x08\x66inished\x18\x07 \x01(\x0b\x32\x10.llm.v1.FinishedH\x00\x12$\n\x08rejected\x18\x08 \x01(\x0b\x32\x10.llm.v1.RejectedH\x00\x42\x07\n\x05\x65vent\"B\n\x08Rejected\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\"\n\x06status\x18\x02 \x01(\x0b\x32\x12.google.rpc.Status\"}\n\x07Started\x12\x15\n\rmodel_version\x18\x01 \x01(\t\x12\x14\n\x0cinput_tokens\x18\x02 \x01(\x04\x12\x1b\n\x13\x63\x61\x63hed_input_tokens\x18\x03 \x01(\x04\x12\x12\n\nrequest_id\x18\x04 \x01(\t\x12\x14\n\x0cquantization\x18\x05 \x01(\t\"P\n\x05\x44\x65lta\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x11\n\ttoken_ids\x18\x02 \x03(\x05\x12&\n\x08logprobs\x18\x03 \x03(\x0b\x32\x14.llm.v1.TokenLogprob\"y\n\x0cTokenLogprob\x12\x10\n\x08token_id\x18\x01 \x01(\x05\x12\r\n\x05token\x18\x02 \x01(\t\x12\r\n\x05\x62ytes\x18\x03 \x01(\x0c\x12\x0f\n\x07logprob\x18\x04 \x01(\x02\x12(\n\x0ctop_logprobs\x18\x05 \x03(\x0b\x32\x12.llm.v1.TopLogprob\"M\n\nTopLogprob\x12\x10\n\x08token_id\x18\x01 \x01(\x05\x12\r\n\x05token\x18\x02 \x01(\t\x12\r\n\x05\x62ytes\x18\x03 \x01(\x0c\x12\x0f\n\x07logprob\x18\x04 \x01(\x02\"0\n\x0bUsageUpdate\x12!\n\x05usage\x18\x01 \x01(\x0b\x32\x12.llm.v1.TokenUsage\"\x84\x02\n\x08\x46inished\x12\'\n\x06reason\x18\x01 \x01(\x0e\x32\x17.llm.v1.Finished.Reason\x12!\n\x05usage\x18\x02 \x01(\x0b\x32\x12.llm.v1.TokenUsage\x12\x13\n\x0busage_final\x18\x03 \x01(\x08\"\x96\x01\n\x06Reason\x12\x16\n\x12REASON_UNSPECIFIED\x10\x00\x12\r\n\tCOMPLETED\x10\x01\x12\x10\n\x0cOUTPUT_LIMIT\x10\x02\x12\x11\n\rSTOP_SEQUENCE\x10\x03\x12\x0c\n\x08\x43\x41NCELED\x10\x04\x12\x0f\n\x0bINTERRUPTED\x10\x05\x12\x15\n\x11\x44\x45\x41\x44LINE_EXCEEDED\x10\x06\x12\n\n\x06\x46\x41ILED\x10\x07*8\n\x04Tier\x12\x14\n\x10TIER_UNSPECIFIED\x10\x00\x12\x0f\n\x0bINTERACTIVE\x10\x01\x12\t\n\x05\x42\x41TCH\x10\x02\x32\xd7\x02\n\x0bGenerations\x12>\n\x08Generate\x12\x17.llm.v1.GenerateRequest\x1a\x17.llm.v1.GenerationEvent0\x01\x12@\n\x08\x43onverse\x12\x17.llm.v1.ConverseRequest\x1a\x17.llm.v1.GenerationEvent(\x01\x30\x01\x12:\n\x06Resume\x12\x15.llm.v1.ResumeRequest\x1a\x17.llm.v1.GenerationEvent0\x01\x12\x41\n\rGetGeneration\x12\x1c.llm.v1.GetGenerationRequest\x1a\x12.llm.v1.Generation\x12G\n\x10\x43\x61ncelGeneration\x12\x1f.llm.v1.CancelGenerationRequest\x1a\x12.llm.v1.Generationb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'llm.v1.generations_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_TIER']._serialized_start=2267
-  _globals['_TIER']._serialized_end=2323
+  _globals['_TIER']._serialized_start=2816
+  _globals['_TIER']._serialized_end=2872
   _globals['_CHATMESSAGE']._serialized_start=61
   _globals['_CHATMESSAGE']._serialized_end=105
   _globals['_CHATMESSAGES']._serialized_start=107
@@ -41,37 +41,45 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SAMPLINGPARAMS']._serialized_start=163
   _globals['_SAMPLINGPARAMS']._serialized_end=343
   _globals['_GENERATEREQUEST']._serialized_start=346
-  _globals['_GENERATEREQUEST']._serialized_end=564
-  _globals['_CONVERSEREQUEST']._serialized_start=566
-  _globals['_CONVERSEREQUEST']._serialized_end=680
-  _globals['_ACK']._serialized_start=682
-  _globals['_ACK']._serialized_end=728
-  _globals['_RESUMEREQUEST']._serialized_start=730
-  _globals['_RESUMEREQUEST']._serialized_end=792
-  _globals['_GETGENERATIONREQUEST']._serialized_start=794
-  _globals['_GETGENERATIONREQUEST']._serialized_end=870
-  _globals['_CANCELGENERATIONREQUEST']._serialized_start=872
-  _globals['_CANCELGENERATIONREQUEST']._serialized_end=920
-  _globals['_TOKENUSAGE']._serialized_start=922
-  _globals['_TOKENUSAGE']._serialized_end=1041
-  _globals['_GENERATION']._serialized_start=1044
-  _globals['_GENERATION']._serialized_end=1448
-  _globals['_GENERATION_STATE']._serialized_start=1335
-  _globals['_GENERATION_STATE']._serialized_end=1448
-  _globals['_GENERATIONEVENT']._serialized_start=1451
-  _globals['_GENERATIONEVENT']._serialized_end=1715
-  _globals['_REJECTED']._serialized_start=1717
-  _globals['_REJECTED']._serialized_end=1783
-  _globals['_STARTED']._serialized_start=1785
-  _globals['_STARTED']._serialized_end=1910
-  _globals['_DELTA']._serialized_start=1912
-  _globals['_DELTA']._serialized_end=1952
-  _globals['_USAGEUPDATE']._serialized_start=1954
-  _globals['_USAGEUPDATE']._serialized_end=2002
-  _globals['_FINISHED']._serialized_start=2005
-  _globals['_FINISHED']._serialized_end=2265
-  _globals['_FINISHED_REASON']._serialized_start=2115
-  _globals['_FINISHED_REASON']._serialized_end=2265
-  _globals['_GENERATIONS']._serialized_start=2326
-  _globals['_GENERATIONS']._serialized_end=2669
+  _globals['_GENERATEREQUEST']._serialized_end=650
+  _globals['_OUTPUTCONSTRAINT']._serialized_start=653
+  _globals['_OUTPUTCONSTRAINT']._serialized_end=834
+  _globals['_CHOICECONSTRAINT']._serialized_start=836
+  _globals['_CHOICECONSTRAINT']._serialized_end=871
+  _globals['_CONVERSEREQUEST']._serialized_start=873
+  _globals['_CONVERSEREQUEST']._serialized_end=987
+  _globals['_ACK']._serialized_start=989
+  _globals['_ACK']._serialized_end=1035
+  _globals['_RESUMEREQUEST']._serialized_start=1037
+  _globals['_RESUMEREQUEST']._serialized_end=1099
+  _globals['_GETGENERATIONREQUEST']._serialized_start=1101
+  _globals['_GETGENERATIONREQUEST']._serialized_end=1177
+  _globals['_CANCELGENERATIONREQUEST']._serialized_start=1179
+  _globals['_CANCELGENERATIONREQUEST']._serialized_end=1227
+  _globals['_TOKENUSAGE']._serialized_start=1229
+  _globals['_TOKENUSAGE']._serialized_end=1348
+  _globals['_GENERATION']._serialized_start=1351
+  _globals['_GENERATION']._serialized_end=1755
+  _globals['_GENERATION_STATE']._serialized_start=1642
+  _globals['_GENERATION_STATE']._serialized_end=1755
+  _globals['_GENERATIONEVENT']._serialized_start=1758
+  _globals['_GENERATIONEVENT']._serialized_end=2022
+  _globals['_REJECTED']._serialized_start=2024
+  _globals['_REJECTED']._serialized_end=2090
+  _globals['_STARTED']._serialized_start=2092
+  _globals['_STARTED']._serialized_end=2217
+  _globals['_DELTA']._serialized_start=2219
+  _globals['_DELTA']._serialized_end=2299
+  _globals['_TOKENLOGPROB']._serialized_start=2301
+  _globals['_TOKENLOGPROB']._serialized_end=2422
+  _globals['_TOPLOGPROB']._serialized_start=2424
+  _globals['_TOPLOGPROB']._serialized_end=2501
+  _globals['_USAGEUPDATE']._serialized_start=2503
+  _globals['_USAGEUPDATE']._serialized_end=2551
+  _globals['_FINISHED']._serialized_start=2554
+  _globals['_FINISHED']._serialized_end=2814
+  _globals['_FINISHED_REASON']._serialized_start=2664
+  _globals['_FINISHED_REASON']._serialized_end=2814
+  _globals['_GENERATIONS']._serialized_start=2875
+  _globals['_GENERATIONS']._serialized_end=3218
 # @@protoc_insertion_point(module_scope)

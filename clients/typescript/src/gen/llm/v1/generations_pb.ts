@@ -22,7 +22,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file llm/v1/generations.proto.
  */
 export const file_llm_v1_generations: GenFile = /*@__PURE__*/
-  fileDesc("ChhsbG0vdjEvZ2VuZXJhdGlvbnMucHJvdG8SBmxsbS52MSIsCgtDaGF0TWVzc2FnZRIMCgRyb2xlGAEgASgJEg8KB2NvbnRlbnQYAiABKAkiNQoMQ2hhdE1lc3NhZ2VzEiUKCG1lc3NhZ2VzGAEgAygLMhMubGxtLnYxLkNoYXRNZXNzYWdlIrQBCg5TYW1wbGluZ1BhcmFtcxIYCgt0ZW1wZXJhdHVyZRgBIAEoAkgAiAEBEhIKBXRvcF9wGAIgASgCSAGIAQESEgoFdG9wX2sYAyABKAVIAogBARIRCgRzZWVkGAQgASgESAOIAQESDAoEc3RvcBgFIAMoCRISCgppZ25vcmVfZW9zGAYgASgIQg4KDF90ZW1wZXJhdHVyZUIICgZfdG9wX3BCCAoGX3RvcF9rQgcKBV9zZWVkItoBCg9HZW5lcmF0ZVJlcXVlc3QSEgoKcmVxdWVzdF9pZBgBIAEoCRINCgVtb2RlbBgCIAEoCRIQCgZwcm9tcHQYAyABKAlIABIoCghtZXNzYWdlcxgEIAEoCzIULmxsbS52MS5DaGF0TWVzc2FnZXNIABIZChFtYXhfb3V0cHV0X3Rva2VucxgFIAEoBRIoCghzYW1wbGluZxgGIAEoCzIWLmxsbS52MS5TYW1wbGluZ1BhcmFtcxIaCgR0aWVyGAcgASgOMgwubGxtLnYxLlRpZXJCBwoFaW5wdXQicgoPQ29udmVyc2VSZXF1ZXN0EigKBXN0YXJ0GAEgASgLMhcubGxtLnYxLkdlbmVyYXRlUmVxdWVzdEgAEhAKBmNhbmNlbBgCIAEoCUgAEhoKA2FjaxgDIAEoCzILLmxsbS52MS5BY2tIAEIHCgVmcmFtZSIuCgNBY2sSFQoNZ2VuZXJhdGlvbl9pZBgBIAEoCRIQCghzZXF1ZW5jZRgCIAEoBCI+Cg1SZXN1bWVSZXF1ZXN0EhUKDWdlbmVyYXRpb25faWQYASABKAkSFgoOYWZ0ZXJfc2VxdWVuY2UYAiABKAQiTAoUR2V0R2VuZXJhdGlvblJlcXVlc3QSFwoNZ2VuZXJhdGlvbl9pZBgBIAEoCUgAEhQKCnJlcXVlc3RfaWQYAiABKAlIAEIFCgNrZXkiMAoXQ2FuY2VsR2VuZXJhdGlvblJlcXVlc3QSFQoNZ2VuZXJhdGlvbl9pZBgBIAEoCSJ3CgpUb2tlblVzYWdlEhQKDGlucHV0X3Rva2VucxgBIAEoBBIbChNjYWNoZWRfaW5wdXRfdG9rZW5zGAIgASgEEhUKDW91dHB1dF90b2tlbnMYAyABKAQSHwoXZGVsaXZlcmVkX291dHB1dF90b2tlbnMYBCABKAQilAMKCkdlbmVyYXRpb24SFQoNZ2VuZXJhdGlvbl9pZBgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJEicKBXN0YXRlGAMgASgOMhgubGxtLnYxLkdlbmVyYXRpb24uU3RhdGUSFQoNbW9kZWxfdmVyc2lvbhgEIAEoCRIuCg1maW5pc2hfcmVhc29uGAUgASgOMhcubGxtLnYxLkZpbmlzaGVkLlJlYXNvbhINCgVlcG9jaBgGIAEoBBIhCgV1c2FnZRgHIAEoCzISLmxsbS52MS5Ub2tlblVzYWdlEhMKC3VzYWdlX2ZpbmFsGAggASgIEhYKDnF1ZXVlX3Bvc2l0aW9uGAkgASgNEhkKEXByZWRpY3RlZF93YWl0X21zGAogASgEInEKBVN0YXRlEhUKEVNUQVRFX1VOU1BFQ0lGSUVEEAASCgoGUVVFVUVEEAESCwoHUlVOTklORxACEg0KCUNPTVBMRVRFRBADEgwKCENBTkNFTEVEEAQSDwoLSU5URVJSVVBURUQQBRIKCgZGQUlMRUQQBiKIAgoPR2VuZXJhdGlvbkV2ZW50EhUKDWdlbmVyYXRpb25faWQYASABKAkSDQoFZXBvY2gYAiABKAQSEAoIc2VxdWVuY2UYAyABKAQSIgoHc3RhcnRlZBgEIAEoCzIPLmxsbS52MS5TdGFydGVkSAASHgoFZGVsdGEYBSABKAsyDS5sbG0udjEuRGVsdGFIABIkCgV1c2FnZRgGIAEoCzITLmxsbS52MS5Vc2FnZVVwZGF0ZUgAEiQKCGZpbmlzaGVkGAcgASgLMhAubGxtLnYxLkZpbmlzaGVkSAASJAoIcmVqZWN0ZWQYCCABKAsyEC5sbG0udjEuUmVqZWN0ZWRIAEIHCgVldmVudCJCCghSZWplY3RlZBISCgpyZXF1ZXN0X2lkGAEgASgJEiIKBnN0YXR1cxgCIAEoCzISLmdvb2dsZS5ycGMuU3RhdHVzIn0KB1N0YXJ0ZWQSFQoNbW9kZWxfdmVyc2lvbhgBIAEoCRIUCgxpbnB1dF90b2tlbnMYAiABKAQSGwoTY2FjaGVkX2lucHV0X3Rva2VucxgDIAEoBBISCgpyZXF1ZXN0X2lkGAQgASgJEhQKDHF1YW50aXphdGlvbhgFIAEoCSIoCgVEZWx0YRIMCgR0ZXh0GAEgASgJEhEKCXRva2VuX2lkcxgCIAMoBSIwCgtVc2FnZVVwZGF0ZRIhCgV1c2FnZRgBIAEoCzISLmxsbS52MS5Ub2tlblVzYWdlIoQCCghGaW5pc2hlZBInCgZyZWFzb24YASABKA4yFy5sbG0udjEuRmluaXNoZWQuUmVhc29uEiEKBXVzYWdlGAIgASgLMhIubGxtLnYxLlRva2VuVXNhZ2USEwoLdXNhZ2VfZmluYWwYAyABKAgilgEKBlJlYXNvbhIWChJSRUFTT05fVU5TUEVDSUZJRUQQABINCglDT01QTEVURUQQARIQCgxPVVRQVVRfTElNSVQQAhIRCg1TVE9QX1NFUVVFTkNFEAMSDAoIQ0FOQ0VMRUQQBBIPCgtJTlRFUlJVUFRFRBAFEhUKEURFQURMSU5FX0VYQ0VFREVEEAYSCgoGRkFJTEVEEAcqOAoEVGllchIUChBUSUVSX1VOU1BFQ0lGSUVEEAASDwoLSU5URVJBQ1RJVkUQARIJCgVCQVRDSBACMtcCCgtHZW5lcmF0aW9ucxI+CghHZW5lcmF0ZRIXLmxsbS52MS5HZW5lcmF0ZVJlcXVlc3QaFy5sbG0udjEuR2VuZXJhdGlvbkV2ZW50MAESQAoIQ29udmVyc2USFy5sbG0udjEuQ29udmVyc2VSZXF1ZXN0GhcubGxtLnYxLkdlbmVyYXRpb25FdmVudCgBMAESOgoGUmVzdW1lEhUubGxtLnYxLlJlc3VtZVJlcXVlc3QaFy5sbG0udjEuR2VuZXJhdGlvbkV2ZW50MAESQQoNR2V0R2VuZXJhdGlvbhIcLmxsbS52MS5HZXRHZW5lcmF0aW9uUmVxdWVzdBoSLmxsbS52MS5HZW5lcmF0aW9uEkcKEENhbmNlbEdlbmVyYXRpb24SHy5sbG0udjEuQ2FuY2VsR2VuZXJhdGlvblJlcXVlc3QaEi5sbG0udjEuR2VuZXJhdGlvbmIGcHJvdG8z", [file_google_rpc_status]);
+  fileDesc("ChhsbG0vdjEvZ2VuZXJhdGlvbnMucHJvdG8SBmxsbS52MSIsCgtDaGF0TWVzc2FnZRIMCgRyb2xlGAEgASgJEg8KB2NvbnRlbnQYAiABKAkiNQoMQ2hhdE1lc3NhZ2VzEiUKCG1lc3NhZ2VzGAEgAygLMhMubGxtLnYxLkNoYXRNZXNzYWdlIrQBCg5TYW1wbGluZ1BhcmFtcxIYCgt0ZW1wZXJhdHVyZRgBIAEoAkgAiAEBEhIKBXRvcF9wGAIgASgCSAGIAQESEgoFdG9wX2sYAyABKAVIAogBARIRCgRzZWVkGAQgASgESAOIAQESDAoEc3RvcBgFIAMoCRISCgppZ25vcmVfZW9zGAYgASgIQg4KDF90ZW1wZXJhdHVyZUIICgZfdG9wX3BCCAoGX3RvcF9rQgcKBV9zZWVkIrACCg9HZW5lcmF0ZVJlcXVlc3QSEgoKcmVxdWVzdF9pZBgBIAEoCRINCgVtb2RlbBgCIAEoCRIQCgZwcm9tcHQYAyABKAlIABIoCghtZXNzYWdlcxgEIAEoCzIULmxsbS52MS5DaGF0TWVzc2FnZXNIABIZChFtYXhfb3V0cHV0X3Rva2VucxgFIAEoBRIoCghzYW1wbGluZxgGIAEoCzIWLmxsbS52MS5TYW1wbGluZ1BhcmFtcxIaCgR0aWVyGAcgASgOMgwubGxtLnYxLlRpZXISLAoKY29uc3RyYWludBgIIAEoCzIYLmxsbS52MS5PdXRwdXRDb25zdHJhaW50EhAKCGxvZ3Byb2JzGAkgASgIEhQKDHRvcF9sb2dwcm9icxgKIAEoBUIHCgVpbnB1dCK1AQoQT3V0cHV0Q29uc3RyYWludBIVCgtqc29uX3NjaGVtYRgBIAEoCUgAEhUKC2pzb25fb2JqZWN0GAIgASgISAASDwoFcmVnZXgYAyABKAlIABIqCgZjaG9pY2UYBCABKAsyGC5sbG0udjEuQ2hvaWNlQ29uc3RyYWludEgAEhYKDGxhcmtfZ3JhbW1hchgFIAEoCUgAEhYKDGdibmZfZ3JhbW1hchgGIAEoCUgAQgYKBGtpbmQiIwoQQ2hvaWNlQ29uc3RyYWludBIPCgdjaG9pY2VzGAEgAygJInIKD0NvbnZlcnNlUmVxdWVzdBIoCgVzdGFydBgBIAEoCzIXLmxsbS52MS5HZW5lcmF0ZVJlcXVlc3RIABIQCgZjYW5jZWwYAiABKAlIABIaCgNhY2sYAyABKAsyCy5sbG0udjEuQWNrSABCBwoFZnJhbWUiLgoDQWNrEhUKDWdlbmVyYXRpb25faWQYASABKAkSEAoIc2VxdWVuY2UYAiABKAQiPgoNUmVzdW1lUmVxdWVzdBIVCg1nZW5lcmF0aW9uX2lkGAEgASgJEhYKDmFmdGVyX3NlcXVlbmNlGAIgASgEIkwKFEdldEdlbmVyYXRpb25SZXF1ZXN0EhcKDWdlbmVyYXRpb25faWQYASABKAlIABIUCgpyZXF1ZXN0X2lkGAIgASgJSABCBQoDa2V5IjAKF0NhbmNlbEdlbmVyYXRpb25SZXF1ZXN0EhUKDWdlbmVyYXRpb25faWQYASABKAkidwoKVG9rZW5Vc2FnZRIUCgxpbnB1dF90b2tlbnMYASABKAQSGwoTY2FjaGVkX2lucHV0X3Rva2VucxgCIAEoBBIVCg1vdXRwdXRfdG9rZW5zGAMgASgEEh8KF2RlbGl2ZXJlZF9vdXRwdXRfdG9rZW5zGAQgASgEIpQDCgpHZW5lcmF0aW9uEhUKDWdlbmVyYXRpb25faWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRInCgVzdGF0ZRgDIAEoDjIYLmxsbS52MS5HZW5lcmF0aW9uLlN0YXRlEhUKDW1vZGVsX3ZlcnNpb24YBCABKAkSLgoNZmluaXNoX3JlYXNvbhgFIAEoDjIXLmxsbS52MS5GaW5pc2hlZC5SZWFzb24SDQoFZXBvY2gYBiABKAQSIQoFdXNhZ2UYByABKAsyEi5sbG0udjEuVG9rZW5Vc2FnZRITCgt1c2FnZV9maW5hbBgIIAEoCBIWCg5xdWV1ZV9wb3NpdGlvbhgJIAEoDRIZChFwcmVkaWN0ZWRfd2FpdF9tcxgKIAEoBCJxCgVTdGF0ZRIVChFTVEFURV9VTlNQRUNJRklFRBAAEgoKBlFVRVVFRBABEgsKB1JVTk5JTkcQAhINCglDT01QTEVURUQQAxIMCghDQU5DRUxFRBAEEg8KC0lOVEVSUlVQVEVEEAUSCgoGRkFJTEVEEAYiiAIKD0dlbmVyYXRpb25FdmVudBIVCg1nZW5lcmF0aW9uX2lkGAEgASgJEg0KBWVwb2NoGAIgASgEEhAKCHNlcXVlbmNlGAMgASgEEiIKB3N0YXJ0ZWQYBCABKAsyDy5sbG0udjEuU3RhcnRlZEgAEh4KBWRlbHRhGAUgASgLMg0ubGxtLnYxLkRlbHRhSAASJAoFdXNhZ2UYBiABKAsyEy5sbG0udjEuVXNhZ2VVcGRhdGVIABIkCghmaW5pc2hlZBgHIAEoCzIQLmxsbS52MS5GaW5pc2hlZEgAEiQKCHJlamVjdGVkGAggASgLMhAubGxtLnYxLlJlamVjdGVkSABCBwoFZXZlbnQiQgoIUmVqZWN0ZWQSEgoKcmVxdWVzdF9pZBgBIAEoCRIiCgZzdGF0dXMYAiABKAsyEi5nb29nbGUucnBjLlN0YXR1cyJ9CgdTdGFydGVkEhUKDW1vZGVsX3ZlcnNpb24YASABKAkSFAoMaW5wdXRfdG9rZW5zGAIgASgEEhsKE2NhY2hlZF9pbnB1dF90b2tlbnMYAyABKAQSEgoKcmVxdWVzdF9pZBgEIAEoCRIUCgxxdWFudGl6YXRpb24YBSABKAkiUAoFRGVsdGESDAoEdGV4dBgBIAEoCRIRCgl0b2tlbl9pZHMYAiADKAUSJgoIbG9ncHJvYnMYAyADKAsyFC5sbG0udjEuVG9rZW5Mb2dwcm9iInkKDFRva2VuTG9ncHJvYhIQCgh0b2tlbl9pZBgBIAEoBRINCgV0b2tlbhgCIAEoCRINCgVieXRlcxgDIAEoDBIPCgdsb2dwcm9iGAQgASgCEigKDHRvcF9sb2dwcm9icxgFIAMoCzISLmxsbS52MS5Ub3BMb2dwcm9iIk0KClRvcExvZ3Byb2ISEAoIdG9rZW5faWQYASABKAUSDQoFdG9rZW4YAiABKAkSDQoFYnl0ZXMYAyABKAwSDwoHbG9ncHJvYhgEIAEoAiIwCgtVc2FnZVVwZGF0ZRIhCgV1c2FnZRgBIAEoCzISLmxsbS52MS5Ub2tlblVzYWdlIoQCCghGaW5pc2hlZBInCgZyZWFzb24YASABKA4yFy5sbG0udjEuRmluaXNoZWQuUmVhc29uEiEKBXVzYWdlGAIgASgLMhIubGxtLnYxLlRva2VuVXNhZ2USEwoLdXNhZ2VfZmluYWwYAyABKAgilgEKBlJlYXNvbhIWChJSRUFTT05fVU5TUEVDSUZJRUQQABINCglDT01QTEVURUQQARIQCgxPVVRQVVRfTElNSVQQAhIRCg1TVE9QX1NFUVVFTkNFEAMSDAoIQ0FOQ0VMRUQQBBIPCgtJTlRFUlJVUFRFRBAFEhUKEURFQURMSU5FX0VYQ0VFREVEEAYSCgoGRkFJTEVEEAcqOAoEVGllchIUChBUSUVSX1VOU1BFQ0lGSUVEEAASDwoLSU5URVJBQ1RJVkUQARIJCgVCQVRDSBACMtcCCgtHZW5lcmF0aW9ucxI+CghHZW5lcmF0ZRIXLmxsbS52MS5HZW5lcmF0ZVJlcXVlc3QaFy5sbG0udjEuR2VuZXJhdGlvbkV2ZW50MAESQAoIQ29udmVyc2USFy5sbG0udjEuQ29udmVyc2VSZXF1ZXN0GhcubGxtLnYxLkdlbmVyYXRpb25FdmVudCgBMAESOgoGUmVzdW1lEhUubGxtLnYxLlJlc3VtZVJlcXVlc3QaFy5sbG0udjEuR2VuZXJhdGlvbkV2ZW50MAESQQoNR2V0R2VuZXJhdGlvbhIcLmxsbS52MS5HZXRHZW5lcmF0aW9uUmVxdWVzdBoSLmxsbS52MS5HZW5lcmF0aW9uEkcKEENhbmNlbEdlbmVyYXRpb24SHy5sbG0udjEuQ2FuY2VsR2VuZXJhdGlvblJlcXVlc3QaEi5sbG0udjEuR2VuZXJhdGlvbmIGcHJvdG8z", [file_google_rpc_status]);
 
 /**
  * One chat message, rendered with the pinned model version's chat template.
@@ -193,6 +193,27 @@ export type GenerateRequest = Message<"llm.v1.GenerateRequest"> & {
    * @generated from field: llm.v1.Tier tier = 7;
    */
   tier: Tier;
+
+  /**
+   * Structured output: the output must follow this constraint; absent, it is free text.
+   *
+   * @generated from field: llm.v1.OutputConstraint constraint = 8;
+   */
+  constraint?: OutputConstraint | undefined;
+
+  /**
+   * Report each output token's log-probability in the delta events (Delta.logprobs).
+   *
+   * @generated from field: bool logprobs = 9;
+   */
+  logprobs: boolean;
+
+  /**
+   * With logprobs: also the most likely alternatives of each token, 0..20.
+   *
+   * @generated from field: int32 top_logprobs = 10;
+   */
+  topLogprobs: number;
 };
 
 /**
@@ -201,6 +222,98 @@ export type GenerateRequest = Message<"llm.v1.GenerateRequest"> & {
  */
 export const GenerateRequestSchema: GenMessage<GenerateRequest> = /*@__PURE__*/
   messageDesc(file_llm_v1_generations, 3);
+
+/**
+ * Structured output: what the generated text must be. The engine masks, at every step, the tokens
+ * the constraint does not allow, so a generation that finishes COMPLETED matches it whole and one
+ * cut by max_output_tokens is a prefix of a match. JSON is produced compact (one space after ","
+ * and ":", no other whitespace). A constraint the server cannot compile is INVALID_ARGUMENT with
+ * reason INVALID_SCHEMA, UNSUPPORTED_SCHEMA, INVALID_REGEX, INVALID_GRAMMAR or SCHEMA_TOO_COMPLEX.
+ *
+ * @generated from message llm.v1.OutputConstraint
+ */
+export type OutputConstraint = Message<"llm.v1.OutputConstraint"> & {
+  /**
+   * @generated from oneof llm.v1.OutputConstraint.kind
+   */
+  kind: {
+    /**
+     * a JSON Schema, as JSON text
+     *
+     * @generated from field: string json_schema = 1;
+     */
+    value: string;
+    case: "jsonSchema";
+  } | {
+    /**
+     * any JSON object (set true)
+     *
+     * @generated from field: bool json_object = 2;
+     */
+    value: boolean;
+    case: "jsonObject";
+  } | {
+    /**
+     * a regular expression the whole output matches (Rust syntax)
+     *
+     * @generated from field: string regex = 3;
+     */
+    value: string;
+    case: "regex";
+  } | {
+    /**
+     * exactly one of the given strings
+     *
+     * @generated from field: llm.v1.ChoiceConstraint choice = 4;
+     */
+    value: ChoiceConstraint;
+    case: "choice";
+  } | {
+    /**
+     * a grammar in Lark syntax (llguidance's dialect)
+     *
+     * @generated from field: string lark_grammar = 5;
+     */
+    value: string;
+    case: "larkGrammar";
+  } | {
+    /**
+     * a grammar in GBNF (llama.cpp's EBNF dialect)
+     *
+     * @generated from field: string gbnf_grammar = 6;
+     */
+    value: string;
+    case: "gbnfGrammar";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message llm.v1.OutputConstraint.
+ * Use `create(OutputConstraintSchema)` to create a new message.
+ */
+export const OutputConstraintSchema: GenMessage<OutputConstraint> = /*@__PURE__*/
+  messageDesc(file_llm_v1_generations, 4);
+
+/**
+ * One string out of a list.
+ *
+ * @generated from message llm.v1.ChoiceConstraint
+ */
+export type ChoiceConstraint = Message<"llm.v1.ChoiceConstraint"> & {
+  /**
+   * 1..256 strings, each 1..256 bytes
+   *
+   * @generated from field: repeated string choices = 1;
+   */
+  choices: string[];
+};
+
+/**
+ * Describes the message llm.v1.ChoiceConstraint.
+ * Use `create(ChoiceConstraintSchema)` to create a new message.
+ */
+export const ChoiceConstraintSchema: GenMessage<ChoiceConstraint> = /*@__PURE__*/
+  messageDesc(file_llm_v1_generations, 5);
 
 /**
  * A frame a client sends on a Converse stream.
@@ -246,7 +359,7 @@ export type ConverseRequest = Message<"llm.v1.ConverseRequest"> & {
  * Use `create(ConverseRequestSchema)` to create a new message.
  */
 export const ConverseRequestSchema: GenMessage<ConverseRequest> = /*@__PURE__*/
-  messageDesc(file_llm_v1_generations, 4);
+  messageDesc(file_llm_v1_generations, 6);
 
 /**
  * Flow-control acknowledgement of consumed events. Acks only move forward; an ack for a generation
@@ -275,7 +388,7 @@ export type Ack = Message<"llm.v1.Ack"> & {
  * Use `create(AckSchema)` to create a new message.
  */
 export const AckSchema: GenMessage<Ack> = /*@__PURE__*/
-  messageDesc(file_llm_v1_generations, 5);
+  messageDesc(file_llm_v1_generations, 7);
 
 /**
  * Reattaches to a generation's retained stream.
@@ -303,7 +416,7 @@ export type ResumeRequest = Message<"llm.v1.ResumeRequest"> & {
  * Use `create(ResumeRequestSchema)` to create a new message.
  */
 export const ResumeRequestSchema: GenMessage<ResumeRequest> = /*@__PURE__*/
-  messageDesc(file_llm_v1_generations, 6);
+  messageDesc(file_llm_v1_generations, 8);
 
 /**
  * Selects one of the caller's generations.
@@ -338,7 +451,7 @@ export type GetGenerationRequest = Message<"llm.v1.GetGenerationRequest"> & {
  * Use `create(GetGenerationRequestSchema)` to create a new message.
  */
 export const GetGenerationRequestSchema: GenMessage<GetGenerationRequest> = /*@__PURE__*/
-  messageDesc(file_llm_v1_generations, 7);
+  messageDesc(file_llm_v1_generations, 9);
 
 /**
  * Names a generation to cancel.
@@ -359,7 +472,7 @@ export type CancelGenerationRequest = Message<"llm.v1.CancelGenerationRequest"> 
  * Use `create(CancelGenerationRequestSchema)` to create a new message.
  */
 export const CancelGenerationRequestSchema: GenMessage<CancelGenerationRequest> = /*@__PURE__*/
-  messageDesc(file_llm_v1_generations, 8);
+  messageDesc(file_llm_v1_generations, 10);
 
 /**
  * Token usage of a generation, cumulative.
@@ -401,7 +514,7 @@ export type TokenUsage = Message<"llm.v1.TokenUsage"> & {
  * Use `create(TokenUsageSchema)` to create a new message.
  */
 export const TokenUsageSchema: GenMessage<TokenUsage> = /*@__PURE__*/
-  messageDesc(file_llm_v1_generations, 9);
+  messageDesc(file_llm_v1_generations, 11);
 
 /**
  * The state of a generation.
@@ -486,7 +599,7 @@ export type Generation = Message<"llm.v1.Generation"> & {
  * Use `create(GenerationSchema)` to create a new message.
  */
 export const GenerationSchema: GenMessage<Generation> = /*@__PURE__*/
-  messageDesc(file_llm_v1_generations, 10);
+  messageDesc(file_llm_v1_generations, 12);
 
 /**
  * Lifecycle state: QUEUED -> RUNNING -> one terminal state. A terminal state is final.
@@ -546,7 +659,7 @@ export enum Generation_State {
  * Describes the enum llm.v1.Generation.State.
  */
 export const Generation_StateSchema: GenEnum<Generation_State> = /*@__PURE__*/
-  enumDesc(file_llm_v1_generations, 10, 0);
+  enumDesc(file_llm_v1_generations, 12, 0);
 
 /**
  * One event of a generation's stream.
@@ -618,7 +731,7 @@ export type GenerationEvent = Message<"llm.v1.GenerationEvent"> & {
  * Use `create(GenerationEventSchema)` to create a new message.
  */
 export const GenerationEventSchema: GenMessage<GenerationEvent> = /*@__PURE__*/
-  messageDesc(file_llm_v1_generations, 11);
+  messageDesc(file_llm_v1_generations, 13);
 
 /**
  * Converse only: a `start` or `cancel` frame the server refused, with the status Generate or
@@ -649,7 +762,7 @@ export type Rejected = Message<"llm.v1.Rejected"> & {
  * Use `create(RejectedSchema)` to create a new message.
  */
 export const RejectedSchema: GenMessage<Rejected> = /*@__PURE__*/
-  messageDesc(file_llm_v1_generations, 12);
+  messageDesc(file_llm_v1_generations, 14);
 
 /**
  * First event: the generation was admitted and pinned.
@@ -698,7 +811,7 @@ export type Started = Message<"llm.v1.Started"> & {
  * Use `create(StartedSchema)` to create a new message.
  */
 export const StartedSchema: GenMessage<Started> = /*@__PURE__*/
-  messageDesc(file_llm_v1_generations, 13);
+  messageDesc(file_llm_v1_generations, 15);
 
 /**
  * Newly generated output.
@@ -719,6 +832,13 @@ export type Delta = Message<"llm.v1.Delta"> & {
    * @generated from field: repeated int32 token_ids = 2;
    */
   tokenIds: number[];
+
+  /**
+   * With GenerateRequest.logprobs: one per token id, in order.
+   *
+   * @generated from field: repeated llm.v1.TokenLogprob logprobs = 3;
+   */
+  logprobs: TokenLogprob[];
 };
 
 /**
@@ -726,7 +846,87 @@ export type Delta = Message<"llm.v1.Delta"> & {
  * Use `create(DeltaSchema)` to create a new message.
  */
 export const DeltaSchema: GenMessage<Delta> = /*@__PURE__*/
-  messageDesc(file_llm_v1_generations, 14);
+  messageDesc(file_llm_v1_generations, 16);
+
+/**
+ * A generated token's log-probability under the model: the log-softmax of the model's logits before
+ * any sampling setting or structured-output constraint (as OpenAI reports them).
+ *
+ * @generated from message llm.v1.TokenLogprob
+ */
+export type TokenLogprob = Message<"llm.v1.TokenLogprob"> & {
+  /**
+   * @generated from field: int32 token_id = 1;
+   */
+  tokenId: number;
+
+  /**
+   * its text (a token may hold part of a UTF-8 character: see bytes)
+   *
+   * @generated from field: string token = 2;
+   */
+  token: string;
+
+  /**
+   * its bytes
+   *
+   * @generated from field: bytes bytes = 3;
+   */
+  bytes: Uint8Array;
+
+  /**
+   * @generated from field: float logprob = 4;
+   */
+  logprob: number;
+
+  /**
+   * the most likely tokens at this position, best first
+   *
+   * @generated from field: repeated llm.v1.TopLogprob top_logprobs = 5;
+   */
+  topLogprobs: TopLogprob[];
+};
+
+/**
+ * Describes the message llm.v1.TokenLogprob.
+ * Use `create(TokenLogprobSchema)` to create a new message.
+ */
+export const TokenLogprobSchema: GenMessage<TokenLogprob> = /*@__PURE__*/
+  messageDesc(file_llm_v1_generations, 17);
+
+/**
+ * An alternative token at a position, and its log-probability.
+ *
+ * @generated from message llm.v1.TopLogprob
+ */
+export type TopLogprob = Message<"llm.v1.TopLogprob"> & {
+  /**
+   * @generated from field: int32 token_id = 1;
+   */
+  tokenId: number;
+
+  /**
+   * @generated from field: string token = 2;
+   */
+  token: string;
+
+  /**
+   * @generated from field: bytes bytes = 3;
+   */
+  bytes: Uint8Array;
+
+  /**
+   * @generated from field: float logprob = 4;
+   */
+  logprob: number;
+};
+
+/**
+ * Describes the message llm.v1.TopLogprob.
+ * Use `create(TopLogprobSchema)` to create a new message.
+ */
+export const TopLogprobSchema: GenMessage<TopLogprob> = /*@__PURE__*/
+  messageDesc(file_llm_v1_generations, 18);
 
 /**
  * Cumulative usage so far.
@@ -745,7 +945,7 @@ export type UsageUpdate = Message<"llm.v1.UsageUpdate"> & {
  * Use `create(UsageUpdateSchema)` to create a new message.
  */
 export const UsageUpdateSchema: GenMessage<UsageUpdate> = /*@__PURE__*/
-  messageDesc(file_llm_v1_generations, 15);
+  messageDesc(file_llm_v1_generations, 19);
 
 /**
  * Last event of a generation.
@@ -781,7 +981,7 @@ export type Finished = Message<"llm.v1.Finished"> & {
  * Use `create(FinishedSchema)` to create a new message.
  */
 export const FinishedSchema: GenMessage<Finished> = /*@__PURE__*/
-  messageDesc(file_llm_v1_generations, 16);
+  messageDesc(file_llm_v1_generations, 20);
 
 /**
  * Why a generation finished.
@@ -848,7 +1048,7 @@ export enum Finished_Reason {
  * Describes the enum llm.v1.Finished.Reason.
  */
 export const Finished_ReasonSchema: GenEnum<Finished_Reason> = /*@__PURE__*/
-  enumDesc(file_llm_v1_generations, 16, 0);
+  enumDesc(file_llm_v1_generations, 20, 0);
 
 /**
  * Latency tier of a request: interactive work is scheduled ahead of batch work.
