@@ -12,29 +12,32 @@ Request mapping
     Idempotency-Key / X-Request-Id header  request_id: a retry re-attaches to the same generation
     n (1 only), stream, stream_options.include_usage, return_token_ids (vLLM's: each choice
     carries its token ids)
+    response_format, structured_outputs,   constraint, logprobs, top_logprobs
+      logprobs, top_logprobs, tools,       (frontend/http/openai_structured.py)
+      tool_choice
+    messages of role "tool"; an assistant  tool results; the calls as their JSON text
+      message's tool_calls
 Parameters that would change the output in a way this platform does not implement (n > 1,
-logprobs, tools, logit_bias, penalties, response formats other than text, best_of, echo, suffix)
-are refused INVALID_ARGUMENT UNSUPPORTED_PARAMETER naming the parameter; others (user, metadata,
-store, ...) are ignored.
+logit_bias, penalties, best_of, echo, suffix, the legacy functions) are refused INVALID_ARGUMENT
+UNSUPPORTED_PARAMETER naming the parameter; others (user, metadata, store, ...) are ignored.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from frontend.http import openai_structured
+from frontend.http.openai_structured import ToolCalls
 from frontend.refusals import InvalidRequest
 from llm.v1 import generations_pb2 as pb
 
 OPENAI_DEFAULT_TEMPERATURE = 1.0
 UNSUPPORTED = {  # parameter -> the values that ask for nothing (accepted)
     "n": (None, 1),
-    "logprobs": (None, False),
-    "top_logprobs": (None, 0),
-    "tools": (None, []),
     "functions": (None, []),
-    "tool_choice": (None, "none", "auto"),
     "function_call": (None, "none", "auto"),
     "logit_bias": (None, {}),
     "presence_penalty": (None, 0, 0.0),
@@ -63,6 +66,8 @@ class Options:
     stream: bool
     include_usage: bool
     token_ids: bool
+    logprobs: bool = False  # each token's, in the answer's `logprobs`
+    tools: ToolCalls | None = None  # the answer is a tool call (openai_structured.py)
     created: int = field(default_factory=lambda: int(time.time()))
 
 
@@ -78,7 +83,8 @@ def chat_request(doc: Any, request_id: str, default_max_tokens: int) -> tuple[pb
         role = m.get("role")
         role = "system" if role == "developer" else role
         request.messages.messages.add(role=role if isinstance(role, str) else "", content=_content(i, m))
-    return request, _options(doc, chat=True)
+    tools = openai_structured.apply(doc, request, chat=True)
+    return request, _options(doc, chat=True, logprobs=request.logprobs, tools=tools)
 
 
 def completion_request(
@@ -94,7 +100,8 @@ def completion_request(
     if not isinstance(prompt, str):
         raise bad("prompt", "must be a string")
     request.prompt = prompt
-    return request, _options(doc, chat=False)
+    openai_structured.apply(doc, request, chat=False)
+    return request, _options(doc, chat=False, logprobs=request.logprobs)
 
 
 def _object(doc: Any) -> dict[str, Any]:
@@ -104,9 +111,6 @@ def _object(doc: Any) -> dict[str, Any]:
         value = doc.get(name)
         if not any(value == a and type(value) is type(a) for a in accepted):
             raise unsupported(name, f"{name}={_short(value)} is not supported")
-    response_format = doc.get("response_format")
-    if response_format is not None and response_format != {"type": "text"}:
-        raise unsupported("response_format", "only the text response format is supported")
     return doc
 
 
@@ -147,7 +151,7 @@ def _common(doc: dict[str, Any], request_id: str, default_max_tokens: int) -> pb
     return request
 
 
-def _options(doc: dict[str, Any], chat: bool) -> Options:
+def _options(doc: dict[str, Any], chat: bool, logprobs: bool, tools: ToolCalls | None = None) -> Options:
     stream = doc.get("stream") or False
     if not isinstance(stream, bool):
         raise bad("stream", "must be true or false")
@@ -162,11 +166,14 @@ def _options(doc: dict[str, Any], chat: bool) -> Options:
     token_ids = doc.get("return_token_ids") or False
     if not isinstance(token_ids, bool):
         raise bad("return_token_ids", "must be true or false")
-    return Options(chat=chat, stream=stream, include_usage=include_usage, token_ids=token_ids)
+    return Options(chat, stream, include_usage, token_ids, logprobs, tools)
 
 
 def _content(index: int, message: dict[str, Any]) -> str:
     content = message.get("content")
+    calls = message.get("tool_calls")
+    if content is None and isinstance(calls, list):  # an assistant's tool calls: their JSON text
+        return json.dumps([c.get("function") for c in calls if isinstance(c, dict)])
     if isinstance(content, str):
         return content
     if isinstance(content, list):  # content parts: text only

@@ -130,9 +130,9 @@ async def test_the_clients_error_types(client, http_url: str) -> None:
     with pytest.raises(openai.BadRequestError) as sampling:
         await client.chat.completions.create(model=MODEL, messages=QUESTION, max_tokens=4, top_p=1.5)
     assert sampling.value.code == "INVALID_SAMPLING" and sampling.value.param == "top_p"
-    tool: Any = [{"role": "tool", "content": "x"}]  # a role chat templates here do not render
+    robot: Any = [{"role": "robot", "content": "x"}]  # no such role
     with pytest.raises(openai.BadRequestError) as role:
-        await client.chat.completions.create(model=MODEL, messages=tool, max_tokens=4)
+        await client.chat.completions.create(model=MODEL, messages=robot, max_tokens=4)
     assert role.value.code == "INVALID_MESSAGE"
     with pytest.raises(openai.NotFoundError):
         await client.get("/nowhere", cast_to=object)

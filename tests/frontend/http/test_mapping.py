@@ -115,12 +115,12 @@ def test_openai_defaults_are_openais() -> None:
     ("extra", "param"),
     [
         ({"n": 2}, "n"),
-        ({"logprobs": True}, "logprobs"),
-        ({"tools": [{"type": "function"}]}, "tools"),
+        ({"tools": [{"type": "function"}]}, "tools"),  # a completion has no tool calls
         ({"presence_penalty": 0.5}, "presence_penalty"),
         ({"logit_bias": {"1": 5}}, "logit_bias"),
-        ({"response_format": {"type": "json_object"}}, "response_format"),
+        ({"response_format": {"type": "grammar"}}, "response_format"),
         ({"best_of": 3}, "best_of"),
+        ({"echo": True}, "echo"),
     ],
 )
 def test_what_the_platform_does_not_do_is_refused_by_name(extra: dict[str, object], param: str) -> None:

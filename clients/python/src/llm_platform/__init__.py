@@ -8,12 +8,15 @@
 
 `generate()` yields typed events (`Started`, `Delta`, `UsageUpdate`, `Finished`), resumes a broken
 stream from the last event it delivered, and retries under one request id; failed calls raise
-`ApiError` with the ErrorInfo reason and the RetryInfo delay. `AsyncClient` is the asyncio twin.
+`ApiError` with the ErrorInfo reason and the RetryInfo delay. `constraint=json_schema(...)` (or
+`regex`, `choice`, `json_object`, `lark_grammar`) asks for structured output; `logprobs=True`
+puts each token's log-probability on its `Delta`. `AsyncClient` is the asyncio twin.
 The generated messages and stubs are in `llm_platform.v1`.
 """
 
 from llm_platform.aio import AsyncClient, AsyncGenerationStream
 from llm_platform.client import DEFAULT_MODEL, Client, GenerationStream
+from llm_platform.constraints import choice, json_object, json_schema, lark_grammar, regex
 from llm_platform.errors import ApiError, QuotaViolation
 from llm_platform.events import Delta, Event, Finished, Started, Usage, UsageUpdate
 from llm_platform.retry import RetryPolicy
@@ -33,4 +36,9 @@ __all__ = [
     "Started",
     "Usage",
     "UsageUpdate",
+    "choice",
+    "json_object",
+    "json_schema",
+    "lark_grammar",
+    "regex",
 ]

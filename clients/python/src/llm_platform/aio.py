@@ -142,6 +142,9 @@ class AsyncClient:
         stop: tuple[str, ...] | list[str] = (),
         ignore_eos: bool = False,
         batch: bool = False,
+        constraint: generations_pb2.OutputConstraint | None = None,
+        logprobs: bool = False,
+        top_logprobs: int = 0,
         timeout: float | None = None,
     ) -> AsyncGenerationStream:
         request = build_request(
@@ -157,6 +160,9 @@ class AsyncClient:
             stop=stop,
             ignore_eos=ignore_eos,
             batch=batch,
+            constraint=constraint,
+            logprobs=logprobs,
+            top_logprobs=top_logprobs,
         )
         rng = random.Random(self._rng.random())
         return AsyncGenerationStream(self, Cursor(request, self._retry, rng), timeout)

@@ -158,6 +158,9 @@ class Client:
         stop: tuple[str, ...] | list[str] = (),
         ignore_eos: bool = False,
         batch: bool = False,
+        constraint: generations_pb2.OutputConstraint | None = None,
+        logprobs: bool = False,
+        top_logprobs: int = 0,
         timeout: float | None = None,
     ) -> GenerationStream:
         """Starts a generation from `prompt` text or chat `messages`. Without `request_id` one is drawn
@@ -175,6 +178,9 @@ class Client:
             stop=stop,
             ignore_eos=ignore_eos,
             batch=batch,
+            constraint=constraint,
+            logprobs=logprobs,
+            top_logprobs=top_logprobs,
         )
         rng = random.Random(self._rng.random())
         return GenerationStream(self, Cursor(request, self._retry, rng), timeout)

@@ -42,6 +42,7 @@ class Started(Event):
 class Delta(Event):
     text: str
     token_ids: tuple[int, ...]
+    logprobs: tuple[pb.TokenLogprob, ...] = ()  # one per token id, when the request asked for them
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ def event_of(raw: pb.GenerationEvent) -> Event:
         s = raw.started
         return Started(*head, s.model_version, s.input_tokens, s.cached_input_tokens, s.request_id)
     if kind == "delta":
-        return Delta(*head, raw.delta.text, tuple(raw.delta.token_ids))
+        return Delta(*head, raw.delta.text, tuple(raw.delta.token_ids), tuple(raw.delta.logprobs))
     if kind == "usage":
         return UsageUpdate(*head, Usage.of(raw.usage.usage))
     if kind == "finished":

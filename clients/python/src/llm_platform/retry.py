@@ -93,6 +93,9 @@ def build_request(
     stop: tuple[str, ...] | list[str],
     ignore_eos: bool,
     batch: bool,
+    constraint: pb.OutputConstraint | None = None,
+    logprobs: bool = False,
+    top_logprobs: int = 0,
 ) -> pb.GenerateRequest:
     if (prompt is None) == (messages is None):
         raise ValueError("give exactly one of prompt or messages")
@@ -111,6 +114,9 @@ def build_request(
         max_output_tokens=max_output_tokens,
         sampling=sampling,
         tier=pb.BATCH if batch else pb.TIER_UNSPECIFIED,
+        constraint=constraint,
+        logprobs=logprobs,
+        top_logprobs=top_logprobs,
     )
     if messages is not None:
         for m in messages:
