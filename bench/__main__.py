@@ -5,7 +5,8 @@ decode step's time goes at batch 1, 8 and 32), platform-profile (the same throug
 platform: the worker loop's parts and every process's CPU a step), request-cost (every
 process's CPU and the control store's work a request, for bursts of short requests), soak (random cancels,
 disconnects and resumes for minutes, then the books are checked), hostile (health latency while
-oversized requests are refused), startup (launch to ready, cold and warm),
+oversized requests are refused), startup (launch to ready, cold and warm), structured (32 streams
+constrained by JSON schemas against the same streams free, and schemas' compile time),
 serve (the platform over gRPC against transformers and llama.cpp on a seeded workload; compare is
 the same)."""
 
@@ -28,6 +29,7 @@ SUITES = {
     "soak": "bench.soak",
     "hostile": "bench.hostile",
     "startup": "bench.startup",
+    "structured": "bench.structured",
     "compare": "bench.compare.serve",
 }
 

@@ -6,4 +6,5 @@ workload.py   Mix (named request mixes), RequestSpec, Load (Poisson rate or clos
 prompts.py    seeded pseudo-English cut to an exact token count with the model's tokenizer
 driver.py     Job, Target, TargetError; drive: a workload against one target, open or closed loop
 metrics.py    Outcome (one request as its client saw it); TTFT, ITL, TPOT, goodput, percentiles
+schemas.py    JSON schemas applications send, for structured outputs
 """

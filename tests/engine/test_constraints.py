@@ -12,13 +12,13 @@ import jsonschema
 import pytest
 from tokenizers import Tokenizer
 
+from bench.load.schemas import SCHEMAS
 from contracts.guides import GUIDE_EBNF, GUIDE_JSON, GUIDE_JSON_SCHEMA, GUIDE_LARK, GUIDE_REGEX
 from engine.constraints import Grammars
 from engine.engine import Engine, EngineConfig, EngineError, EngineRequest, FinishReason, StepOutput
 from engine.model import LlamaForCausalLM
 from engine.sequence import SamplingParams
 from engine.weights import load_model
-from tests.engine.schemas import SCHEMAS
 
 EOS = 2
 MAX_OUT = 64

@@ -1,6 +1,7 @@
-"""JSON schemas of the kinds applications send (JSONSchemaBench-style): flat records, nesting, enums,
-numbers with bounds, arrays with limits, optional keys, closed objects, unions, references, nulls,
-string lengths and patterns. Each is named for what it exercises."""
+"""JSON schemas of the kinds applications send (JSONSchemaBench-style), for the structured-output
+tests and `python -m bench structured`: flat records, nesting, enums, numbers with bounds, arrays
+with limits, optional keys, closed objects, unions, references, nulls, string lengths and patterns.
+Each is named for what it exercises."""
 
 from __future__ import annotations
 
