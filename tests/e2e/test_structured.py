@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 import grpc
+import httpx
 import jsonschema
 import pytest
 
@@ -18,6 +19,7 @@ from llm.v1 import generations_pb2_grpc
 from tests.e2e.conftest import auth
 from tests.e2e.test_errors import expect_error
 from tests.e2e.test_generate import generate, text, token_ids
+from tests.e2e.test_http import bearer
 
 Reason = pb.Finished.Reason
 SCHEMA = {
@@ -133,3 +135,39 @@ async def test_ignore_eos_cannot_end_a_constraint(channel) -> None:
     await expect_error(
         lambda: stub.Generate(req, metadata=auth()), grpc.StatusCode.INVALID_ARGUMENT, "CONFLICTING_SETTINGS"
     )
+
+
+async def test_resume_replays_a_constrained_stream_and_the_prefix_cache_serves_its_prompt(channel) -> None:
+    question = "Describe a city as JSON, with its name and its temperature today."
+    req = chat(
+        question,
+        request_id="structured-resume",
+        constraint=pb.OutputConstraint(json_schema=json.dumps(SCHEMA)),
+    )
+    first = await generate(channel, req)
+    stub = generations_pb2_grpc.GenerationsStub(channel)
+    resume = pb.ResumeRequest(generation_id=first[0].generation_id, after_sequence=2)
+    tail = [e async for e in stub.Resume(resume, metadata=auth())]
+    assert [e.SerializeToString() for e in tail] == [e.SerializeToString() for e in first[2:]]
+    again = await generate(
+        channel, chat(question, constraint=pb.OutputConstraint(json_schema=json.dumps(SCHEMA)))
+    )
+    assert again[0].started.cached_input_tokens > 0  # the same prompt's blocks, constraint or not
+    assert text(again) == text(first)  # greedy under the same constraint: the same answer
+
+
+async def test_rest_takes_the_constraint_and_returns_logprobs_through_the_json_mapping(http_url: str) -> None:
+    body = {
+        "model": "smollm2-135m",
+        "messages": [{"role": "user", "content": "Yes or no?"}],
+        "maxOutputTokens": 8,
+        "constraint": {"choice": {"choices": ["yes", "no"]}},
+        "logprobs": True,
+        "topLogprobs": 2,
+    }
+    async with httpx.AsyncClient(base_url=http_url, headers=bearer(), timeout=120) as client:
+        done = (await client.post("/v1/generations", json=body)).json()
+        refused = await client.post("/v1/generations", json={**body, "constraint": {"regex": "(a"}})
+    assert done["text"] in ("yes", "no") and done["finished"]["reason"] == "COMPLETED"
+    assert len(done["logprobs"]) == len(done["tokenIds"]) and len(done["logprobs"][0]["topLogprobs"]) == 2
+    assert refused.status_code == 400 and refused.json()["error"]["details"][0]["reason"] == "INVALID_REGEX"
