@@ -31,6 +31,7 @@ class NewGeneration:
     reserved_input_tokens: int  # prompt tokens after the exact template
     reserved_output_tokens: int  # max_output_tokens
     owner_frontend_id: str | None = None  # the frontend replica that will run it
+    api_key_id: str | None = None  # the API key that admits it (its own limits, budget and usage)
 
     def __post_init__(self) -> None:
         if self.reserved_input_tokens < 0 or self.reserved_output_tokens < 0:
@@ -71,6 +72,7 @@ def insert_generation(session: Session, new: NewGeneration, *, now: datetime) ->
         "reserved_input_tokens": new.reserved_input_tokens,
         "reserved_output_tokens": new.reserved_output_tokens,
         "owner_frontend_id": new.owner_frontend_id,
+        "api_key_id": new.api_key_id,
         "created_at": now,
         "updated_at": now,
     }
