@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from config.settings import FrontendSettings
+from control.errors import TenantDisabled
 from frontend.api_errors import api_error
 from frontend.auth import Tenant
 from frontend.catalog.registry import ModelRegistry, ServedVersion
@@ -77,9 +78,17 @@ class GenerationCalls:
         raises the ApiError of a refusal (frontend/api_errors.py)."""
         received = (time.time_ns(), time.monotonic())
         try:
+            if tenant.disabled:  # from the cache; admission checks the store itself too
+                raise TenantDisabled(tenant.id)
             req = validate(request, self.limits)
             key = f"{tenant.id}/{req.request_id}" if req.request_id else ""
             version = self.registry.resolve(req.model, key)
+            if not self.registry.allows(tenant.allowed_models, req.model, version.version_id):
+                raise NotPermitted(
+                    "MODEL_NOT_ALLOWED",
+                    f"model {req.model[:128]!r} is not open to this tenant",
+                    {"model": req.model[:128]},
+                )
             prompt_ids = await self.offload.run(tokenize, version, req)
             live = await self.manager.start(tenant, req, version, prompt_ids, received)
         except Exception as e:  # refused: counted, and raised as its API error

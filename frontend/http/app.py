@@ -30,6 +30,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from config.settings import HttpSettings
+from contracts.scopes import GENERATE, USAGE
 from frontend.api_errors import ApiError, api_error
 from frontend.auth import ApiKeyStore, Tenant
 from frontend.calls import FrontendCalls
@@ -80,9 +81,10 @@ class HttpApi:
 
     # --- shared by every route ---------------------------------------------------------------
 
-    def tenant(self, request: Request) -> Tenant:
+    def tenant(self, request: Request, scope: str | None = GENERATE) -> Tenant:
+        """The caller's tenant, for a call that needs `scope` (None: any of the tenant's keys)."""
         header = request.headers.get("authorization")
-        return self.keys.authenticate([] if header is None else [("authorization", header)])
+        return self.keys.authenticate([] if header is None else [("authorization", header)], scope)
 
     async def body(self, request: Request) -> Any:
         declared = request.headers.get("content-length")
@@ -168,8 +170,8 @@ class HttpApi:
         return EventStream(reader, RestFrames(), rest_error, headers)  # type: ignore[return-value]
 
     async def models(self, request: Request) -> Response:
-        self.tenant(request)
-        listed = await list_models(self.calls.registry, self.calls.pool)
+        tenant = self.tenant(request, None)
+        listed = await list_models(self.calls.registry, self.calls.pool, tenant.allowed_models)
         doc = to_json(listed)
         names = [a.alias for a in listed.aliases] + [v.id for v in listed.versions]
         doc["object"] = "list"
@@ -177,7 +179,7 @@ class HttpApi:
         return JSON(doc)
 
     async def usage(self, request: Request) -> Response:
-        tenant = self.tenant(request)
+        tenant = self.tenant(request, USAGE)
         query = dict(request.query_params)
         get = transcode.parse(query, usage_pb2.GetUsageRequest())
         return JSON(to_json(await self.calls.usage.get(tenant, get)))

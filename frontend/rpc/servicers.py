@@ -87,8 +87,8 @@ class ModelsService(models_pb2_grpc.ModelsServicer):
     async def ListModels(
         self, request: models_pb2.ListModelsRequest, context: grpc.aio.ServicerContext
     ) -> models_pb2.ListModelsResponse:
-        current_tenant()  # authenticated by the interceptor
-        return await list_models(self.registry, self.pool)
+        tenant = current_tenant()  # authenticated by the interceptor
+        return await list_models(self.registry, self.pool, tenant.allowed_models)
 
 
 class UsageService(usage_pb2_grpc.UsageServicer):

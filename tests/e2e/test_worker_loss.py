@@ -11,7 +11,8 @@ from pathlib import Path
 import grpc
 
 from billing.aggregator import UsageAggregator
-from control.tenants import TenantEntry, hash_api_key
+from control.api_keys import hash_api_key
+from control.directory import KeyEntry, TenantEntry
 from frontend.auth import ApiKeyStore
 from frontend.dispatch.dispatcher import Dispatcher
 from frontend.dispatch.worker_client import TritonWorker
@@ -26,7 +27,9 @@ from tests.e2e.conftest import KEY_ALPHA, auth, platform_config
 from tests.e2e.test_errors import expect_error
 
 Reason = pb.Finished.Reason
-KEYS = ApiKeyStore([TenantEntry("alpha", 1.0, (hash_api_key(KEY_ALPHA),))])
+KEYS = ApiKeyStore(
+    [TenantEntry("alpha", 1.0, (KeyEntry("key_alpha", hash_api_key(KEY_ALPHA), ("generate",), None),))]
+)
 
 
 async def test_no_live_worker_is_unavailable(platform: Platform) -> None:
