@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, select
+from sqlalchemy import ColumnElement, Table, func, select
 from sqlalchemy.orm import Session
 
 from control.errors import GenerationNotFound, RequestIdConflict
@@ -140,3 +140,27 @@ def stale_queued(session: Session, *, before: datetime, limit: int = 100) -> lis
             .limit(limit)
         )
     )
+
+
+@dataclass(slots=True, frozen=True)
+class GenerationCounts:
+    """Generations in each of the states asked for (Admin's ListGenerations), and the newest."""
+
+    counts: dict[GenerationState, int]
+    newest: list[Generation]
+
+
+def generations_by_state(
+    session: Session, states: frozenset[GenerationState], *, tenant_id: str = "", limit: int = 100
+) -> GenerationCounts:
+    """How many generations are in each of `states` (of one tenant when given), and the newest `limit`
+    of them. Live states are indexed; asking for terminal ones scans their history."""
+    where: list[ColumnElement[bool]] = [Generation.state.in_(states)]
+    if tenant_id:
+        where.append(Generation.tenant_id == tenant_id)
+    counted = session.execute(select(Generation.state, func.count()).where(*where).group_by(Generation.state))
+    counts = dict.fromkeys(sorted(states), 0) | {GenerationState(s): n for s, n in counted}
+    newest = session.scalars(
+        select(Generation).where(*where).order_by(Generation.created_at.desc(), Generation.id).limit(limit)
+    ).all()
+    return GenerationCounts(counts, list(newest))

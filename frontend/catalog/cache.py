@@ -155,10 +155,12 @@ class CatalogCache:
     tenant_kv_share: float = 1.0  # [frontend] max_tenant_kv_share, applied with two tenants or more
     revision: int = -1  # of the snapshot applied last
     _background: Background = field(init=False)
+    _reading: asyncio.Lock = field(init=False)
 
     def __post_init__(self) -> None:
         # a refresh that fails keeps the cache as it is: the next one tries again
         self._background = every("catalog-refresh", self.refresh_s, self.refresh, log)
+        self._reading = asyncio.Lock()  # one refresh at a time: a newer snapshot is never overwritten
 
     def apply(self, snapshot: CatalogSnapshot) -> None:
         self.registry.routes = {alias: dict(route) for alias, route in snapshot.routes.items()}
@@ -175,6 +177,21 @@ class CatalogCache:
         A read that an Admin write of this frontend's overlapped may predate its commit, while the
         write's own update of these caches is already in place: the snapshot is dropped then (its
         revision not taken), and the next refresh reads the store again."""
+        async with self._reading:
+            return await self._refresh()
+
+    async def reload_after_write(self) -> None:
+        """A tenancy write of this frontend committed: its caches reload now (a key just created
+        works here at once). A refresh whose read began before the commit is dropped, as for
+        route writes (`local_writes`)."""
+        self.registry.local_writes += 1
+        for _ in range(3):  # dropped only when yet another local write overlapped this read
+            async with self._reading:
+                writes = self.registry.local_writes
+                if await self._refresh() or self.registry.local_writes == writes:
+                    return
+
+    async def _refresh(self) -> bool:
         writes = self.registry.local_writes
         used = self.keys.drain_used()
         if used:
