@@ -114,6 +114,7 @@ class HttpSettings:
     the OpenAI-compatible endpoints, in the same process, over the same calls."""
 
     listen: str = "127.0.0.1:8080"  # host:port; "" serves no HTTP
+    console: bool = True  # serve the web console at /console (files; it calls this API with its keys)
     # OpenAI endpoints: max_tokens when the request leaves it out (the REST API requires it, as gRPC)
     default_max_tokens: int = 512  # a positive integer
 

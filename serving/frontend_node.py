@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from billing.aggregator import UsageAggregator
 from config.settings import PlatformConfig
+from console.serve import console_routes
 from contracts.tier import BATCH, INTERACTIVE
 from datastore.meter import StoreMeter
 from datastore.store import Store
@@ -158,7 +159,8 @@ async def serve_frontend(
             )
             http_port = 0
             if http_listen:
-                http = http_server(http_listen, calls, parts.keys, parts.cfg.http, f, admin.calls)
+                console = console_routes() if parts.cfg.http.console else []
+                http = http_server(http_listen, calls, parts.keys, parts.cfg.http, f, admin.calls, console)
                 http_port = await stack.enter_async_context(http)
             yield RunningFrontend(
                 port, http_port, metrics_port, server, manager, metrics, calls, meter, rollout
