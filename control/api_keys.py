@@ -27,6 +27,10 @@ from control.tenant_changes import Action, record
 
 SECRET_PREFIX = "sk-"
 MAX_LIMIT = 2**31 - 1  # rate limits are 32-bit columns
+MAX_MONEY = 2**62  # micro-USD: a budget fits a 64-bit column with room for the month's sums
+
+
+MAX_OVERLAP = timedelta(days=366)  # a rotation's old secret is not a second key
 
 
 def hash_api_key(api_key: str) -> str:
@@ -62,8 +66,8 @@ class KeySettings:
             value = getattr(self, name)
             if value is not None and not 0 <= value <= MAX_LIMIT:
                 raise InvalidSetting(name, f"between 0 and {MAX_LIMIT}")
-        if self.monthly_budget_micros is not None and self.monthly_budget_micros < 0:
-            raise InvalidSetting("monthly_budget_micros", "must not be negative")
+        if self.monthly_budget_micros is not None and not 0 <= self.monthly_budget_micros <= MAX_MONEY:
+            raise InvalidSetting("monthly_budget_micros", f"between 0 and {MAX_MONEY}")
 
 
 @dataclass(slots=True, frozen=True)
@@ -192,8 +196,8 @@ def rotate_key(
 ) -> CreatedKey:
     """A new secret for the key; the current one keeps working for `overlap` (0: it stops now).
     A secret older than that (a rotation before) stops at once."""
-    if overlap < timedelta(0):
-        raise InvalidSetting("overlap", "must not be negative")
+    if not timedelta(0) <= overlap <= MAX_OVERLAP:
+        raise InvalidSetting("overlap", "between 0 and 366 days")
     key = get_key(session, key_id, tenant_id=tenant_id, lock=True)
     if key.revoked_at is not None:
         raise ApiKeyRevoked(key_id)

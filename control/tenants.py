@@ -11,6 +11,7 @@ holds (as routes do). A config key that leaves the config is revoked, not delete
 from __future__ import annotations
 
 import logging
+import math
 import re
 from dataclasses import dataclass, field, fields
 from datetime import datetime
@@ -21,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from config.settings import MAX_QUOTA, TenantSpec
 from contracts.scopes import SCOPES
-from control.api_keys import KeySettings, create_key, hash_api_key
+from control.api_keys import MAX_MONEY, KeySettings, create_key, hash_api_key
 from control.errors import ApiKeyConflict, InvalidSetting, TenantExists, TenantNotFound
 from control.models import ApiKey, Origin, Tenant
 from control.revision import bump_revision
@@ -50,13 +51,13 @@ class TenantSettings:
     allowed_models: tuple[str, ...] = ()  # aliases it may use; (): every model
 
     def __post_init__(self) -> None:
-        if not self.weight > 0:
-            raise InvalidSetting("weight", "must be positive")
+        if not 0 < self.weight < math.inf:
+            raise InvalidSetting("weight", "must be positive and finite")
         for name in QUOTAS:
             if not 0 <= getattr(self, name) <= MAX_QUOTA:
                 raise InvalidSetting(name, f"between 0 and {MAX_QUOTA}")
-        if self.monthly_budget_micros is not None and self.monthly_budget_micros < 0:
-            raise InvalidSetting("monthly_budget_micros", "must not be negative")
+        if self.monthly_budget_micros is not None and not 0 <= self.monthly_budget_micros <= MAX_MONEY:
+            raise InvalidSetting("monthly_budget_micros", f"between 0 and {MAX_MONEY}")
         if any(not m or "," in m for m in self.allowed_models):
             raise InvalidSetting("models", "aliases, non-empty and without commas")
 

@@ -172,7 +172,10 @@ class TenancyCalls:
         return key_message(view)
 
     async def rotate_key(self, request: admin_pb2.RotateApiKeyRequest, actor: str) -> account_pb2.CreatedKey:
-        overlap = duration(request.overlap) if request.HasField("overlap") else self.rotation_overlap
+        try:
+            overlap = duration(request.overlap) if request.HasField("overlap") else self.rotation_overlap
+        except OverflowError as e:
+            raise InvalidSetting("overlap", "out of range") from e
         created = await self._write(
             lambda s, now: api_keys.rotate_key(s, request.key_id, overlap=overlap, actor=actor, now=now)
         )
@@ -212,7 +215,10 @@ class TenancyCalls:
         self, request: admin_pb2.ListGenerationsRequest, actor: str
     ) -> admin_pb2.ListGenerationsResponse:
         names = generations_pb2.Generation.State
-        asked = frozenset(GenerationState(names.Name(s)) for s in request.states if s) or LIVE
+        known = {names.Value(str(state)): state for state in GenerationState}
+        if any(s not in known for s in request.states):
+            raise InvalidSetting("states", f"some of {', '.join(GenerationState)}")
+        asked = frozenset(known[s] for s in request.states) or LIVE
         limit = min(request.limit or 100, 1000)
 
         def read() -> admin_pb2.ListGenerationsResponse:

@@ -50,6 +50,7 @@ def read_window_time(message: Message, field: str) -> datetime | None:
 
 
 def duration(message: duration_pb2.Duration) -> timedelta:
+    """A Duration as a timedelta (OverflowError past timedelta's range)."""
     return timedelta(seconds=message.seconds, microseconds=message.nanos // 1000)
 
 
@@ -111,7 +112,10 @@ def key_settings(
     """A new key's settings: no scopes means both; `expires_in`, when set, overrides `expires_at`."""
     expires_at = read_time(message, "expires_at")
     if expires_in is not None and (expires_in.seconds or expires_in.nanos):
-        expires_at = now + duration(expires_in)
+        try:
+            expires_at = now + duration(expires_in)
+        except OverflowError as e:
+            raise InvalidSetting("expires_in", "out of range") from e
     return KeySettings(
         name=message.name,
         scopes=tuple(message.scopes) or SCOPES,
@@ -182,7 +186,10 @@ def usage_record(row: UsageRow) -> dict[str, Any]:
 def export_window(request: usage_pb2.ExportUsageRequest, *, now: datetime) -> tuple[datetime, datetime, str]:
     """(start, end, bucket) of an export: by default the last EXPORT_DAYS days, by day."""
     end = read_window_time(request, "window_end") or now
-    start = read_window_time(request, "window_start") or end - timedelta(days=EXPORT_DAYS)
+    try:
+        start = read_window_time(request, "window_start") or end - timedelta(days=EXPORT_DAYS)
+    except OverflowError as e:  # an end in the first days of year 1
+        raise InvalidRequest("INVALID_WINDOW", "window_start is out of range") from e
     if end <= start:
         raise InvalidRequest("INVALID_WINDOW", "window_end must be after window_start")
     bucket = "hour" if request.bucket == usage_pb2.USAGE_BUCKET_HOUR else "day"

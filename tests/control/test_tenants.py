@@ -91,6 +91,11 @@ def test_invalid_tenants_are_refused() -> None:
         TenantSpec("a", input_tokens_per_minute=2**31)
     with pytest.raises(InvalidSetting, match="monthly_budget_micros"):
         TenantSettings(monthly_budget_micros=-1)
+    with pytest.raises(InvalidSetting, match="monthly_budget_micros"):
+        TenantSettings(monthly_budget_micros=2**62 + 1)
+    for weight in (0.0, float("inf"), float("nan")):
+        with pytest.raises(InvalidSetting, match="weight"):
+            TenantSettings(weight=weight)
     with pytest.raises(InvalidSetting, match="models"):
         TenantSettings(allowed_models=("a,b",))
 
