@@ -17,7 +17,8 @@ test: setup-test lint typecheck api-check sdks-check
 	$(PY) -m pytest -q -p no:cacheprovider
 
 setup: $(VENV)/.serve-deps llm/v1/.generated artifact kernels $(VENV)/.sdk-python
-setup-test: $(VENV)/.test-deps llm/v1/.generated artifact kernels $(VENV)/.sdk-python sdk-deps ha-deps kube-deps
+setup-test: $(VENV)/.test-deps llm/v1/.generated artifact kernels $(VENV)/.sdk-python sdk-deps ha-deps kube-deps \
+  browser-deps
 
 $(PY):
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required"'
@@ -61,7 +62,7 @@ lint: $(VENV)/.test-deps llm/v1/.generated $(VENV)/.sdk-python
 
 typecheck: $(VENV)/.test-deps llm/v1/.generated $(VENV)/.sdk-python
 	$(PY) -m mypy contracts artifacts config engine worker frontend serving llmctl prebuild triton_models datastore control \
-	  billing lifecycle bench tests
+	  billing lifecycle bench console tests
 	MYPYPATH=clients/python/src $(PY) -m mypy -p llm_platform  # the SDK's sources, not the installed copy
 
 # docs/configuration.md from the settings' definitions (config/settings.py); a test keeps it current.
@@ -84,7 +85,7 @@ fleet-e2e: setup-test
 # etcd and Patroni from Debian (apt runs only when one is missing); kubectl for `kubectl kustomize`:
 # the machine's own where there is one, else Debian's kubernetes-client (bookworm has no `kubectl`
 # package). The HA store runs on loopback in var/store-ha/ (python -m serving store-ha ...).
-.PHONY: ha-deps kube-deps store-ha store-ha-down store-ha-status
+.PHONY: ha-deps kube-deps browser-deps console-screenshots store-ha store-ha-down store-ha-status
 ha-deps:
 	@command -v etcd >/dev/null && command -v patroni >/dev/null || { \
 	  export DEBIAN_FRONTEND=noninteractive; \
@@ -96,6 +97,18 @@ kube-deps:
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get install -y --no-install-recommends kubernetes-client >/dev/null || \
 	  { apt-get update >/dev/null && apt-get install -y --no-install-recommends kubernetes-client >/dev/null; }; }
+
+# Debian's Chromium for the web console's browser test (tests/e2e/test_console.py drives it with
+# Playwright, which never downloads a browser of its own); apt runs only when it is missing.
+browser-deps:
+	@command -v chromium >/dev/null || { \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y --no-install-recommends chromium >/dev/null || \
+	  { apt-get update >/dev/null && apt-get install -y --no-install-recommends chromium >/dev/null; }; }
+
+# The console's screenshots in docs/console/, taken by its browser test.
+console-screenshots: setup-test
+	LLM_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console $(PY) -m pytest -q -p no:cacheprovider tests/e2e/test_console.py
 
 store-ha: setup ha-deps
 	$(PY) -m serving store-ha up

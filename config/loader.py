@@ -100,6 +100,8 @@ def _check(cfg: PlatformConfig, where: str) -> None:
             "bytes of all finished generations) at least twice it: a finished log may hold a few "
             "events over stream_max_bytes, and must still fit"
         )
+    if f.key_rotation_overlap_s < 0:
+        raise ConfigError(f"{where}: key_rotation_overlap_s must not be negative")
     if not 0 < f.worker_probe_interval_s < f.worker_inactivity_timeout_s:
         raise ConfigError(
             f"{where}: worker_probe_interval_s must be positive and below worker_inactivity_timeout_s"

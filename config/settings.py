@@ -78,7 +78,10 @@ class FrontendSettings:
     usage_every_tokens: int = 32  # output tokens between usage reports
     usage_every_s: float = 2.0  # seconds between usage reports while tokens come
     converse_window_events: int = 256  # Converse: events sent per generation beyond the client's ack
-    catalog_refresh_s: float = 2.0  # how often the catalog revision is polled (control/revision.py)
+    # how often the catalog revision is polled (control/revision.py): tenants, keys (a revocation
+    # too), routes and drain flags changed through another frontend take effect here within this
+    catalog_refresh_s: float = 2.0  # seconds, positive
+    key_rotation_overlap_s: float = 86_400.0  # a rotated key's old secret works this long by default (s)
     # request-sized work: caps checked before it, and the threads it runs on (frontend/generations/offload.py)
     max_request_bytes: int = 1 << 20  # a larger gRPC message is refused RESOURCE_EXHAUSTED by gRPC
     max_prompt_chars: int = 131_072  # prompt, or all message contents together
@@ -111,6 +114,7 @@ class HttpSettings:
     the OpenAI-compatible endpoints, in the same process, over the same calls."""
 
     listen: str = "127.0.0.1:8080"  # host:port; "" serves no HTTP
+    console: bool = True  # serve the web console at /console (files; it calls this API with its keys)
     # OpenAI endpoints: max_tokens when the request leaves it out (the REST API requires it, as gRPC)
     default_max_tokens: int = 512  # a positive integer
 

@@ -186,3 +186,75 @@ class CanaryAmbiguous(ControlError):
 
     def __str__(self) -> str:
         return f"the route of {self.alias!r} has no single canary: name the version to promote"
+
+
+@dataclass(slots=True)
+class InvalidSetting(ControlError, ValueError):
+    """INVALID_ARGUMENT: a tenant's, key's or price's setting out of range (`field` names it)."""
+
+    field: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.detail}"
+
+
+@dataclass(slots=True)
+class TenantNotFound(ControlError):
+    """NOT_FOUND: no tenant with this id."""
+
+    tenant_id: str
+
+    def __str__(self) -> str:
+        return f"no tenant {self.tenant_id!r}"
+
+
+@dataclass(slots=True)
+class TenantExists(ControlError):
+    """ALREADY_EXISTS: a tenant with this id exists (update it instead)."""
+
+    tenant_id: str
+
+    def __str__(self) -> str:
+        return f"tenant {self.tenant_id!r} already exists"
+
+
+@dataclass(slots=True)
+class TenantDisabled(ControlError):
+    """PERMISSION_DENIED: the tenant is disabled; it starts no new generation."""
+
+    tenant_id: str
+
+    def __str__(self) -> str:
+        return f"tenant {self.tenant_id!r} is disabled"
+
+
+@dataclass(slots=True)
+class ApiKeyNotFound(ControlError):
+    """NOT_FOUND: no such key (for a tenant's own calls: none of its keys)."""
+
+    key_id: str
+
+    def __str__(self) -> str:
+        return f"no API key {self.key_id!r}"
+
+
+@dataclass(slots=True)
+class ApiKeyRevoked(ControlError):
+    """FAILED_PRECONDITION: a revoked key is never rotated or changed (create a new one)."""
+
+    key_id: str
+
+    def __str__(self) -> str:
+        return f"API key {self.key_id!r} is revoked"
+
+
+@dataclass(slots=True)
+class ApiKeyNotValid(ControlError):
+    """UNAUTHENTICATED: the key that admits a generation was revoked or has expired (admission reads
+    it in its own transaction, so a revocation stops new generations at once on every frontend)."""
+
+    key_id: str
+
+    def __str__(self) -> str:
+        return f"API key {self.key_id} is revoked or expired"

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, select
+from sqlalchemy import ColumnElement, Table, func, select
 from sqlalchemy.orm import Session
 
 from control.errors import GenerationNotFound, RequestIdConflict
@@ -31,6 +31,7 @@ class NewGeneration:
     reserved_input_tokens: int  # prompt tokens after the exact template
     reserved_output_tokens: int  # max_output_tokens
     owner_frontend_id: str | None = None  # the frontend replica that will run it
+    api_key_id: str | None = None  # the API key that admits it (its own limits, budget and usage)
 
     def __post_init__(self) -> None:
         if self.reserved_input_tokens < 0 or self.reserved_output_tokens < 0:
@@ -71,6 +72,7 @@ def insert_generation(session: Session, new: NewGeneration, *, now: datetime) ->
         "reserved_input_tokens": new.reserved_input_tokens,
         "reserved_output_tokens": new.reserved_output_tokens,
         "owner_frontend_id": new.owner_frontend_id,
+        "api_key_id": new.api_key_id,
         "created_at": now,
         "updated_at": now,
     }
@@ -138,3 +140,27 @@ def stale_queued(session: Session, *, before: datetime, limit: int = 100) -> lis
             .limit(limit)
         )
     )
+
+
+@dataclass(slots=True, frozen=True)
+class GenerationCounts:
+    """Generations in each of the states asked for (Admin's ListGenerations), and the newest."""
+
+    counts: dict[GenerationState, int]
+    newest: list[Generation]
+
+
+def generations_by_state(
+    session: Session, states: frozenset[GenerationState], *, tenant_id: str = "", limit: int = 100
+) -> GenerationCounts:
+    """How many generations are in each of `states` (of one tenant when given), and the newest `limit`
+    of them. Live states are indexed; asking for terminal ones scans their history."""
+    where: list[ColumnElement[bool]] = [Generation.state.in_(states)]
+    if tenant_id:
+        where.append(Generation.tenant_id == tenant_id)
+    counted = session.execute(select(Generation.state, func.count()).where(*where).group_by(Generation.state))
+    counts = dict.fromkeys(sorted(states), 0) | {GenerationState(s): n for s, n in counted}
+    newest = session.scalars(
+        select(Generation).where(*where).order_by(Generation.created_at.desc(), Generation.id).limit(limit)
+    ).all()
+    return GenerationCounts(counts, list(newest))

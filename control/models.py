@@ -1,7 +1,8 @@
-"""The control tables: tenants and their keys, model versions and alias routes, workers, generations
-and their execution attempts. Operations live in the modules named for each noun. The billing tables
-(watermarks, usage events, reservations, budgets) live in `billing.models` on the kernel's same
-`Base`; they reference these tables by name, and nothing here knows of them.
+"""The control tables: tenants and their keys (with the record of their changes), model versions and
+alias routes, workers, generations and their execution attempts. Operations live in the modules
+named for each noun. The billing tables (watermarks, usage events, reservations, prices, budgets)
+live in `billing.models` on the kernel's same `Base`; they reference these tables by name, and
+nothing here knows of them.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from control.states import GenerationState
 from datastore.base import Base
 
 ID = String(128)  # tenant, worker and generation ids; model names
+KEY_ID = String(32)  # an API key's public id
 SHA256 = String(64)  # lower-case hex digest
 
 
@@ -39,10 +41,15 @@ class WorkerHealth(enum.StrEnum):
 
 
 class RouteOrigin(enum.StrEnum):
-    """Who wrote an alias route: the config re-seeds only the routes it wrote (control/catalog.py)."""
+    """Who wrote an alias route, a tenant or a key: the config re-seeds only what it wrote
+    (frontend/catalog/cache.py `seed_catalog`); what Admin wrote or changed holds across restarts."""
 
     CONFIG = "config"
     ADMIN = "admin"
+
+
+Origin = RouteOrigin  # the same two writers, for tenants and keys
+MONEY = BigInteger  # micro-USD (USD millionths), the one unit of money in the store
 
 
 class Tenant(Base):
@@ -56,6 +63,11 @@ class Tenant(Base):
     max_queued_tokens: Mapped[int]  # reserved (prompt + max output) tokens of live generations
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
+    # spend admitted per calendar month (UTC), in micro-USD; None: no budget (billing/budgets.py)
+    monthly_budget_micros: Mapped[int | None] = mapped_column(MONEY)
+    allowed_models: Mapped[str | None] = mapped_column(Text)  # comma-separated aliases; None: every model
+    disabled_at: Mapped[datetime | None]  # set: new generations refused, running ones finish
+    origin: Mapped[str] = mapped_column(String(16), server_default=Origin.CONFIG.value)
 
     api_keys: Mapped[list[ApiKey]] = relationship(
         back_populates="tenant", lazy="raise", cascade="all, delete-orphan", passive_deletes=True
@@ -63,12 +75,26 @@ class Tenant(Base):
 
 
 class ApiKey(Base):
-    """An API key, kept only as its sha256 digest."""
+    """An API key: a public id, and its secret kept only as a sha256 digest. A rotation replaces the
+    secret under the same id (usage, limits and budget stay the key's), the previous one accepted
+    until `previous_expires_at`. Revoked keys are kept (usage names them), never accepted again."""
 
     __tablename__ = "api_keys"
 
-    key_sha256: Mapped[str] = mapped_column(SHA256, primary_key=True)
+    id: Mapped[str] = mapped_column(KEY_ID, primary_key=True)  # "key_" + 16 hex digits, shown to users
     tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
+    key_sha256: Mapped[str] = mapped_column(SHA256, unique=True)  # the current secret's digest
+    previous_sha256: Mapped[str | None] = mapped_column(SHA256)  # the secret before the last rotation
+    previous_expires_at: Mapped[datetime | None]  # ... accepted until then
+    name: Mapped[str] = mapped_column(String(200), server_default="")  # a label for people
+    scopes: Mapped[str] = mapped_column(String(64), server_default="generate,usage")  # comma-separated
+    expires_at: Mapped[datetime | None]  # None: never
+    revoked_at: Mapped[datetime | None]
+    last_used_at: Mapped[datetime | None]  # to within a catalog refresh (frontends batch it)
+    input_tokens_per_minute: Mapped[int | None]  # per-key rate limits beside the tenant's; None: none
+    output_tokens_per_minute: Mapped[int | None]
+    monthly_budget_micros: Mapped[int | None] = mapped_column(MONEY)  # as the tenant's, for this key
+    origin: Mapped[str] = mapped_column(String(16), server_default=Origin.CONFIG.value)
     created_at: Mapped[datetime]
 
     tenant: Mapped[Tenant] = relationship(back_populates="api_keys", lazy="raise")
@@ -177,6 +203,8 @@ class Generation(Base):
     # The frontend replica running it (its stream, its queue entry): a registry id, deliberately not
     # a foreign key (frontends come and go). None for generations admitted before 0004.
     owner_frontend_id: Mapped[str | None] = mapped_column(ID)
+    # The API key that admitted it (usage per key); None before 0006 and for callers without one
+    api_key_id: Mapped[str | None] = mapped_column(KEY_ID)
 
     attempts: Mapped[list[Attempt]] = relationship(
         back_populates="generation", lazy="raise", order_by="Attempt.epoch"
@@ -237,3 +265,17 @@ class ModelChange(Base):
     model_version_id: Mapped[str | None] = mapped_column(String(200))
     route_before: Mapped[str | None] = mapped_column(Text)  # JSON {version id: weight}; None: no route change
     route_after: Mapped[str | None] = mapped_column(Text)
+
+
+class TenantChange(Base):
+    """One recorded change to a tenant or one of its keys: who, when, what (never a secret)."""
+
+    __tablename__ = "tenant_changes"
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    at: Mapped[datetime] = mapped_column(index=True)
+    actor: Mapped[str] = mapped_column(String(200))  # "config", an operator (admin key), or a tenant's key
+    action: Mapped[str] = mapped_column(String(24))  # TENANT_CREATE, TENANT_UPDATE, KEY_REVOKE, ...
+    tenant_id: Mapped[str] = mapped_column(ID, index=True)
+    key_id: Mapped[str | None] = mapped_column(KEY_ID)
+    detail: Mapped[str | None] = mapped_column(Text)  # JSON of the settings set

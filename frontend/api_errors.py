@@ -22,9 +22,13 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from artifacts.manifest import ArtifactIntegrityError
-from billing.errors import InvalidUsageReport, QuotaExceeded, UsageNotDurable
+from billing.errors import BudgetExceeded, InvalidUsageReport, QuotaExceeded, UsageNotDurable
+from billing.prices import InvalidPrice
 from control.errors import (
     ApiKeyConflict,
+    ApiKeyNotFound,
+    ApiKeyNotValid,
+    ApiKeyRevoked,
     AttemptEnded,
     CanaryAmbiguous,
     CancelRequested,
@@ -32,12 +36,16 @@ from control.errors import (
     IllegalTransition,
     InvalidAlias,
     InvalidRoute,
+    InvalidSetting,
     LeaseExpired,
     LeaseHeld,
     ModelVersionConflict,
     NoPreviousRoute,
     RequestIdConflict,
     StaleEpoch,
+    TenantDisabled,
+    TenantExists,
+    TenantNotFound,
     UnknownModelVersion,
     VersionNotServable,
     VersionRouted,
@@ -158,6 +166,19 @@ def _quota(e: QuotaExceeded) -> ApiError:
     )
 
 
+def _budget(e: BudgetExceeded) -> ApiError:
+    """No RetryInfo: the budget frees as the month's live generations end under their maximum, or
+    when the month turns (`period_end` in the metadata), not after a short wait."""
+    spent = f"spent {e.spent_micros}, reserved {e.reserved_micros}, requested {e.requested_micros} micro-USD"
+    return ApiError(
+        Code.RESOURCE_EXHAUSTED,
+        "BUDGET_EXCEEDED",
+        f"monthly budget of {e.subject} exhausted (budget {e.budget_micros}, {spent})",
+        {"subject": e.subject, "budget_micros": str(e.budget_micros), "period_end": e.period_end.isoformat()},
+        quota=(e.subject, f"MONTHLY_BUDGET: budget {e.budget_micros}, {spent}"),
+    )
+
+
 def _store_unavailable(e: Exception) -> ApiError:
     log.warning("control store unavailable: %s", type(e).__name__)
     return _refused(Code.UNAVAILABLE)(StoreUnavailable())
@@ -202,8 +223,22 @@ TABLE: dict[type[Exception], Callable[[Any], ApiError]] = {
     VersionNotServable: lambda e: ApiError(Code.FAILED_PRECONDITION, "VERSION_NOT_SERVABLE", str(e)),
     NoPreviousRoute: lambda e: ApiError(Code.FAILED_PRECONDITION, "NO_PREVIOUS_ROUTE", str(e)),
     CanaryAmbiguous: lambda e: ApiError(Code.INVALID_ARGUMENT, "VERSION_REQUIRED", str(e)),
+    # tenants and keys (control/tenants.py, control/api_keys.py)
+    InvalidSetting: lambda e: ApiError(
+        Code.INVALID_ARGUMENT, "INVALID_SETTING", str(e)[:500], {"field": e.field}
+    ),
+    TenantNotFound: lambda e: ApiError(Code.NOT_FOUND, "TENANT_NOT_FOUND", str(e)[:200]),
+    TenantExists: lambda e: ApiError(Code.ALREADY_EXISTS, "TENANT_EXISTS", str(e)[:200]),
+    TenantDisabled: lambda e: ApiError(Code.PERMISSION_DENIED, "TENANT_DISABLED", "the tenant is disabled"),
+    ApiKeyNotFound: lambda e: ApiError(Code.NOT_FOUND, "API_KEY_NOT_FOUND", str(e)[:200]),
+    ApiKeyRevoked: lambda e: ApiError(Code.FAILED_PRECONDITION, "API_KEY_REVOKED", str(e)[:200]),
+    ApiKeyNotValid: lambda e: ApiError(
+        Code.UNAUTHENTICATED, "UNAUTHENTICATED", "the API key was revoked or has expired"
+    ),
     # billing
     QuotaExceeded: _quota,
+    BudgetExceeded: _budget,
+    InvalidPrice: lambda e: ApiError(Code.INVALID_ARGUMENT, "INVALID_PRICE", str(e)[:200]),
     InvalidUsageReport: lambda e: ApiError(Code.INTERNAL, "INVALID_USAGE_REPORT", "internal error"),
     UsageNotDurable: lambda e: ApiError(
         Code.UNAVAILABLE, "USAGE_NOT_DURABLE", "usage could not be recorded", retry_after_s=RETRY_SOON_S

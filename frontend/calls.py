@@ -7,7 +7,8 @@ are, HTTP transcodes JSON into them (protobuf's JSON mapping) and back.
 GenerationCalls  start (validate, resolve, tokenize, admit), open and resume (a Follower,
                  frontend/generations/reader.py), get, cancel. A generation another frontend runs is
                  followed and cancelled through its owner (frontend/fleet/relay_client.py Forwarding)
-UsageCalls       the caller's billed usage in a window
+UsageCalls       the caller's billed usage (and spend) in a window
+AccountCalls     the caller's account, keys and usage export (frontend/accounts/tenant_calls.py)
 FrontendCalls    all of them for one frontend (`frontend_calls`), served by both its servers
 """
 
@@ -22,6 +23,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from config.settings import FrontendSettings
+from control.errors import TenantDisabled
+from frontend.accounts.tenant_calls import AccountCalls, Reload
 from frontend.api_errors import api_error
 from frontend.auth import Tenant
 from frontend.catalog.registry import ModelRegistry, ServedVersion
@@ -79,11 +82,19 @@ class GenerationCalls:
         raises the ApiError of a refusal (frontend/api_errors.py)."""
         received = (time.time_ns(), time.monotonic())
         try:
+            if tenant.disabled:  # from the cache; admission checks the store itself too
+                raise TenantDisabled(tenant.id)
             req = validate(request, self.limits)
             if req.params.guide is not None:
                 await self.guides.check(req.params.guide)
             key = f"{tenant.id}/{req.request_id}" if req.request_id else ""
             version = self.registry.resolve(req.model, key)
+            if not self.registry.allows(tenant.allowed_models, req.model, version.version_id):
+                raise NotPermitted(
+                    "MODEL_NOT_ALLOWED",
+                    f"model {req.model[:128]!r} is not open to this tenant",
+                    {"model": req.model[:128]},
+                )
             prompt_ids = await self.offload.run(tokenize, version, req)
             live = await self.manager.start(tenant, req, version, prompt_ids, received)
         except Exception as e:  # refused: counted, and raised as its API error
@@ -215,6 +226,7 @@ class UsageCalls:
             interrupted_output_tokens=u.interrupted.output_tokens,
             unbilled_estimate_tokens=u.unbilled.input_tokens + u.unbilled.output_tokens,
             generations=u.generations,
+            spend_micros=u.spent_micros,
         )
 
 
@@ -240,6 +252,7 @@ class FrontendCalls:
     generations: GenerationCalls
     usage: UsageCalls
     converse_window: int
+    accounts: AccountCalls
 
 
 @asynccontextmanager
@@ -248,8 +261,10 @@ async def frontend_calls(
     manager: GenerationManager,
     settings: FrontendSettings | None = None,
     forwarding: Forwarding | None = None,
+    reload: Reload | None = None,
 ) -> AsyncIterator[FrontendCalls]:
-    """The shared calls over `manager`, with their tokenizer threads (closed on exit)."""
+    """The shared calls over `manager`, with their tokenizer threads (closed on exit). reload:
+    reloads this frontend's catalog cache after a tenancy write (None: the next refresh does)."""
     settings = settings or FrontendSettings()
     limits = RequestLimits(settings.max_prompt_chars, settings.max_messages)
     offload = Offload(settings.tokenizer_threads, settings.max_pending_tokenizations)
@@ -261,6 +276,11 @@ async def frontend_calls(
             GenerationCalls(registry, manager, limits, offload, forwarding),
             UsageCalls(lambda tenant, start, end: usage_by_tenant(store, tenant, start=start, end=end)),
             settings.converse_window_events,
+            AccountCalls(store, reload or _later),
         )
     finally:
         offload.close()
+
+
+async def _later() -> None:
+    """No reload: the catalog's next refresh picks the write up."""

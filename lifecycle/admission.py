@@ -9,12 +9,13 @@ from datetime import datetime
 
 from billing.ledger import Charge, reserve
 from control.attempts import Lease
+from control.errors import ApiKeyNotValid, TenantDisabled
 from control.generations import NewGeneration, existing_generation, insert_generation
 from control.model_versions import require_servable
 from control.states import GenerationState
 from datastore.store import Store
 from lifecycle.attempts import Dispatch, begin_attempt
-from lifecycle.sealing import read_limits
+from lifecycle.terms import read_terms
 
 
 @dataclass(slots=True, frozen=True)
@@ -39,20 +40,25 @@ def admit(
 
     `refusal`, when given, is raised once the tenant's quotas have passed (so a quota refusal wins)
     and before the attempt starts; like every error here it leaves nothing recorded. Raises control's
-    `RequestIdConflict` and `VersionNotServable` (a retiring version), and billing's `QuotaExceeded`.
+    `RequestIdConflict`, `VersionNotServable` (a retiring version), `TenantDisabled` and
+    `ApiKeyNotValid` (the admitting key revoked or expired), and billing's `QuotaExceeded` and
+    `BudgetExceeded`. The generation is billed at the price in effect now, pinned on its reservation.
     """
     with store.transaction() as session:
         if not insert_generation(session, new, now=now):
             generation = existing_generation(session, new)
             return Admission(generation.id, generation.request_id, generation.state, False, None)
-        limits = read_limits(session, new.tenant_id)
-        if limits is None:
+        terms = read_terms(session, new.tenant_id, new.api_key_id, new.model_version_id, now=now)
+        if terms is None:
             raise LookupError(f"unknown tenant {new.tenant_id}")
+        if terms.disabled:
+            raise TenantDisabled(new.tenant_id)
+        if not terms.key_valid:
+            raise ApiKeyNotValid(new.api_key_id or "")
         require_servable(session, new.model_version_id)
-        charge = Charge(
-            new.generation_id, new.tenant_id, new.reserved_input_tokens, new.reserved_output_tokens
-        )
-        reserve(session, charge, limits, now=now, created_here=True)
+        tokens = (new.reserved_input_tokens, new.reserved_output_tokens)
+        charge = Charge(new.generation_id, new.tenant_id, *tokens, key_id=new.api_key_id, rates=terms.rates)
+        reserve(session, charge, terms.limits, key_limits=terms.key_limits, now=now, created_here=True)
         if refusal is not None:
             raise refusal
         if dispatch is None:

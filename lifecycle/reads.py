@@ -2,8 +2,10 @@
 over a time window (the Usage service).
 
 Tenant usage is attributed to the window holding each attempt's start. Recorded counts are the
-billable watermarks (final once sealed). The unbilled estimate is what interrupted attempts reported
-only after their seal: the crash tail, an internal cost never charged to the tenant.
+billable watermarks (final once sealed), and spend is each attempt's watermark at its generation's
+pinned price (billing/prices.py `attempt_cost`: what the ledger and the usage export sum too). The
+unbilled estimate is what interrupted attempts reported only after their seal: the crash tail, an
+internal cost never charged to the tenant.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from billing.models import Watermark
+from billing.models import Reservation, Watermark
+from billing.prices import attempt_cost
 from billing.totals import GenerationUsage, generation_usage, total
 from billing.usage import UsageCounts
 from control import generations
@@ -46,6 +49,7 @@ class TenantUsage:
     interrupted: UsageCounts  # the part of `recorded` from interrupted attempts
     unbilled: UsageCounts  # estimated crash tail of interrupted attempts (observed - billable)
     generations: int  # distinct generations with an attempt started in the window
+    spent_micros: int = 0  # micro-USD: `recorded` at each generation's pinned price
 
 
 def get_generation(store: Store, tenant_id: str, generation_id: str) -> GenerationRecord:
@@ -80,10 +84,12 @@ def usage_by_tenant(store: Store, tenant_id: str, *, start: datetime, end: datet
                 for o, c in zip(observed, columns, strict=True)
             ),
             func.count(func.distinct(Generation.id)),
+            total(attempt_cost(w.input_tokens, w.cached_input_tokens, w.output_tokens, PINNED)),
         )
         .select_from(w)
         .join(Attempt, (Attempt.generation_id == w.generation_id) & (Attempt.epoch == w.epoch))
         .join(Generation, Generation.id == w.generation_id)
+        .outerjoin(Reservation, Reservation.generation_id == w.generation_id)
         .where(Generation.tenant_id == tenant_id, Attempt.started_at >= start, Attempt.started_at < end)
     )
     with store.transaction() as session:
@@ -96,7 +102,16 @@ def usage_by_tenant(store: Store, tenant_id: str, *, start: datetime, end: datet
         interrupted=UsageCounts(*n[3:6]),
         unbilled=UsageCounts(*n[6:9]),
         generations=n[9],
+        spent_micros=n[10],
     )
+
+
+# the price pinned at admission (no reservation: free)
+PINNED = (
+    func.coalesce(Reservation.input_per_mtok, 0),
+    func.coalesce(Reservation.cached_input_per_mtok, 0),
+    func.coalesce(Reservation.output_per_mtok, 0),
+)
 
 
 def _record(session: Session, g: Generation) -> GenerationRecord:

@@ -1,18 +1,17 @@
 """The billing side of control's transitions, inside a lifecycle transaction: what a generation
-charges its tenant, the tenant's limits, and the seal of an attempt control has just ended."""
+charges its tenant, and the seal of an attempt control has just ended."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import String, bindparam, select
 from sqlalchemy.orm import Session
 
-from billing.ledger import Charge, TenantLimits, release_reservation
+from billing.ledger import Charge, release_reservation
 from billing.seal import seal_watermark
 from billing.usage import WatermarkView
 from control.generation_rows import GenerationRow
-from control.models import Generation, Tenant
+from control.models import Generation
 
 
 def charge_of(generation: Generation | GenerationRow) -> Charge:
@@ -22,21 +21,6 @@ def charge_of(generation: Generation | GenerationRow) -> Charge:
         generation.reserved_input_tokens,
         generation.reserved_output_tokens,
     )
-
-
-def read_limits(session: Session, tenant_id: str) -> TenantLimits | None:
-    """The tenant's limits as admission charges them; None for an unknown tenant."""
-    row = session.connection().execute(_LIMITS, {"tenant": tenant_id}).one_or_none()
-    return None if row is None else TenantLimits(*row)
-
-
-# built once: every admission reads them (in TenantLimits' field order)
-_LIMITS = select(
-    Tenant.max_concurrent_generations,
-    Tenant.max_queued_tokens,
-    Tenant.input_tokens_per_minute,
-    Tenant.output_tokens_per_minute,
-).where(Tenant.id == bindparam("tenant", type_=String()))
 
 
 def seal_ended_attempt(

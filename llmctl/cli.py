@@ -6,6 +6,8 @@ llmctl models
 llmctl workers                       (Admin: needs --admin-key)
 llmctl drain myhost-8001             (Admin; a worker id as `llmctl workers` lists it)
 llmctl build | push | promote | rollback | retire | history   (model roll-out: llmctl/rollout.py)
+llmctl tenant ... | key ...          (tenants and API keys: llmctl/tenancy.py)
+llmctl price ... | usage export ...  (prices and the usage export: llmctl/billing.py)
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from llm_platform import ApiError, Client, Delta, Finished
 
 from config.settings import LOCAL_ADMIN_KEY, LOCAL_API_KEY
 from llm.v1 import admin_pb2, admin_pb2_grpc, models_pb2, models_pb2_grpc
+from llmctl import billing as cli_billing
 from llmctl import rollout as cli_rollout
+from llmctl import tenancy as cli_tenancy
 
 
 def _metadata(key: str) -> tuple[tuple[str, str], ...]:
@@ -92,6 +96,8 @@ COMMANDS = {
     "workers": _workers,
     "drain": _workers,
     **cli_rollout.COMMANDS,
+    **cli_tenancy.COMMANDS,
+    **cli_billing.COMMANDS,
 }
 
 
@@ -134,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     drain.add_argument("worker_id")
     drain.add_argument("--json", action="store_true")
     cli_rollout.add_parsers(sub)
+    cli_tenancy.add_parsers(sub)
+    cli_billing.add_parsers(sub)
     args = parser.parse_args(argv)
     if args.command == "build":  # on this machine, no server
         return cli_rollout.build(args, None)

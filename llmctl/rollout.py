@@ -55,7 +55,7 @@ def build(args: argparse.Namespace, channel: grpc.Channel | None) -> int:
     return main([str(args.source), str(args.out), "--name", args.name])
 
 
-def _meta(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
+def admin_meta(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
     return (("authorization", f"Bearer {args.admin_key}"), ("x-operator", _operator()))
 
 
@@ -102,7 +102,7 @@ def push(args: argparse.Namespace, channel: grpc.Channel) -> int:
     stub = admin_pb2_grpc.AdminStub(channel)
     progress = not args.quiet and not args.json and sys.stderr.isatty()
     resp = stub.PushModelVersion(
-        push_messages(args.artifact, args.alias, args.canary, progress), metadata=_meta(args)
+        push_messages(args.artifact, args.alias, args.canary, progress), metadata=admin_meta(args)
     )
     if args.json:
         print(json_format.MessageToJson(resp))
@@ -118,19 +118,19 @@ def push(args: argparse.Namespace, channel: grpc.Channel) -> int:
 def promote(args: argparse.Namespace, channel: grpc.Channel) -> int:
     stub = admin_pb2_grpc.AdminStub(channel)
     req = admin_pb2.PromoteVersionRequest(alias=args.alias, version_id=args.version_id)
-    return _route_out(args, stub.PromoteVersion(req, metadata=_meta(args)))
+    return _route_out(args, stub.PromoteVersion(req, metadata=admin_meta(args)))
 
 
 def rollback(args: argparse.Namespace, channel: grpc.Channel) -> int:
     stub = admin_pb2_grpc.AdminStub(channel)
     req = admin_pb2.RollbackAliasRequest(alias=args.alias)
-    return _route_out(args, stub.RollbackAlias(req, metadata=_meta(args)))
+    return _route_out(args, stub.RollbackAlias(req, metadata=admin_meta(args)))
 
 
 def retire(args: argparse.Namespace, channel: grpc.Channel) -> int:
     stub = admin_pb2_grpc.AdminStub(channel)
     req = admin_pb2.RetireVersionRequest(version_id=args.version_id, delete_files=args.delete_files)
-    v = stub.RetireVersion(req, metadata=_meta(args))
+    v = stub.RetireVersion(req, metadata=admin_meta(args))
     if args.json:
         print(json_format.MessageToJson(v))
     else:
@@ -140,7 +140,7 @@ def retire(args: argparse.Namespace, channel: grpc.Channel) -> int:
 
 def history(args: argparse.Namespace, channel: grpc.Channel) -> int:
     stub = admin_pb2_grpc.AdminStub(channel)
-    resp = stub.ListModelChanges(admin_pb2.ListModelChangesRequest(), metadata=_meta(args))
+    resp = stub.ListModelChanges(admin_pb2.ListModelChangesRequest(), metadata=admin_meta(args))
     if args.json:
         print(json_format.MessageToJson(resp))
         return 0

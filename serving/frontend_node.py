@@ -22,12 +22,14 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from billing.aggregator import UsageAggregator
 from config.settings import PlatformConfig
+from console.serve import console_routes
 from contracts.tier import BATCH, INTERACTIVE
 from datastore.meter import StoreMeter
 from datastore.store import Store
+from frontend.accounts.admin_calls import TenancyCalls
 from frontend.admin.push import Repository
 from frontend.admin.rollout import Rollout, Undeploy
-from frontend.admin.service import AdminService, Deploy
+from frontend.admin.service import Deploy, admin_service
 from frontend.auth import ApiKeyStore
 from frontend.calls import FrontendCalls, frontend_calls
 from frontend.catalog.cache import CatalogCache, read_catalog
@@ -134,12 +136,15 @@ async def serve_frontend(
     await asyncio.to_thread(repository.clear_staging)
     rollout = Rollout(store, parts.registry, repository.root, parts.undeploy, poll_s=f.catalog_refresh_s)
     await asyncio.to_thread(rollout.start)
-    admin = AdminService(
-        parts.registry, parts.pool, catalog, parts.deploy, rollout, repository, dispatcher.pump
+    tenancy = TenancyCalls(store, catalog.reload_after_write, f.key_rotation_overlap_s)
+    admin = admin_service(
+        parts.registry, parts.pool, catalog, parts.deploy, rollout, repository, tenancy, dispatcher.pump
     )
     try:
         async with AsyncExitStack() as stack:
-            calls = await stack.enter_async_context(frontend_calls(parts.registry, manager, f, forwarding))
+            calls = await stack.enter_async_context(
+                frontend_calls(parts.registry, manager, f, forwarding, catalog.reload_after_write)
+            )
             server, port = await stack.enter_async_context(
                 frontend_server(
                     listen,
@@ -154,7 +159,8 @@ async def serve_frontend(
             )
             http_port = 0
             if http_listen:
-                http = http_server(http_listen, calls, parts.keys, parts.cfg.http, f)
+                console = console_routes() if parts.cfg.http.console else []
+                http = http_server(http_listen, calls, parts.keys, parts.cfg.http, f, admin.calls, console)
                 http_port = await stack.enter_async_context(http)
             yield RunningFrontend(
                 port, http_port, metrics_port, server, manager, metrics, calls, meter, rollout

@@ -8,7 +8,9 @@
                      through Admin), loaded again after a restart
     CatalogCache     this frontend's copy: routes, tenants and keys, worker drain flags. Reloaded
                      whenever the store's catalog revision moves (polled every `refresh_s`; a
-                     counter rather than LISTEN/NOTIFY works on SQLite too, see control/revision.py)
+                     counter rather than LISTEN/NOTIFY works on SQLite too, see control/revision.py).
+                     Each poll also records when this frontend last accepted each key (key list's
+                     "last used", to within `refresh_s`)
 
 Admin writes commit to the store first, then update the cache (frontend/admin/service.py; route changes,
 promotions, rollbacks and retirements through frontend/admin/rollout.py, which records each).
@@ -25,6 +27,8 @@ from pathlib import Path
 
 from artifacts.manifest import Manifest
 from config.settings import TenantSpec
+from control.api_keys import touch_keys
+from control.directory import TenantEntry, tenant_directory
 from control.model_versions import (
     VersionSpec,
     alias_routes,
@@ -37,7 +41,7 @@ from control.model_versions import (
 from control.models import ModelVersionStatus, RouteOrigin
 from control.revision import current_revision
 from control.rollout import change_route, version_statuses
-from control.tenants import TenantEntry, tenant_directory, upsert_tenant
+from control.tenants import upsert_tenant
 from control.workers import draining_workers, set_worker_draining
 from datastore.locks import exclusive
 from datastore.store import Store
@@ -151,10 +155,12 @@ class CatalogCache:
     tenant_kv_share: float = 1.0  # [frontend] max_tenant_kv_share, applied with two tenants or more
     revision: int = -1  # of the snapshot applied last
     _background: Background = field(init=False)
+    _reading: asyncio.Lock = field(init=False)
 
     def __post_init__(self) -> None:
         # a refresh that fails keeps the cache as it is: the next one tries again
         self._background = every("catalog-refresh", self.refresh_s, self.refresh, log)
+        self._reading = asyncio.Lock()  # one refresh at a time: a newer snapshot is never overwritten
 
     def apply(self, snapshot: CatalogSnapshot) -> None:
         self.registry.routes = {alias: dict(route) for alias, route in snapshot.routes.items()}
@@ -171,7 +177,28 @@ class CatalogCache:
         A read that an Admin write of this frontend's overlapped may predate its commit, while the
         write's own update of these caches is already in place: the snapshot is dropped then (its
         revision not taken), and the next refresh reads the store again."""
+        async with self._reading:
+            return await self._refresh()
+
+    async def reload_after_write(self) -> None:
+        """A tenancy write of this frontend committed: its caches reload now (a key just created
+        works here at once). A refresh whose read began before the commit is dropped, as for
+        route writes (`local_writes`)."""
+        self.registry.local_writes += 1
+        for _ in range(3):  # dropped only when yet another local write overlapped this read
+            async with self._reading:
+                writes = self.registry.local_writes
+                if await self._refresh() or self.registry.local_writes == writes:
+                    return
+
+    async def _refresh(self) -> bool:
         writes = self.registry.local_writes
+        used = self.keys.drain_used()
+        if used:
+            try:
+                await asyncio.to_thread(self._touch, used)
+            except Exception:  # the store is away: these uses are not recorded; later ones will be
+                log.warning("could not record when %d API keys were last used", len(used))
         snapshot = await asyncio.to_thread(self._read_if_moved)
         if snapshot is None:
             return False
@@ -181,6 +208,10 @@ class CatalogCache:
         self.apply(snapshot)
         log.info("catalog reloaded at revision %d", snapshot.revision)
         return True
+
+    def _touch(self, used: dict[str, datetime]) -> None:
+        with self.store.transaction() as s:
+            touch_keys(s, used)
 
     def _read_if_moved(self) -> CatalogSnapshot | None:
         with self.store.transaction() as s:

@@ -35,10 +35,17 @@ def route_message(alias: str, route: dict[str, float]) -> models_pb2.AliasRoute:
     return models_pb2.AliasRoute(alias=alias, targets=targets)
 
 
-async def list_models(registry: ModelRegistry, pool: WorkerPool) -> models_pb2.ListModelsResponse:
+async def list_models(
+    registry: ModelRegistry, pool: WorkerPool, allowed: tuple[str, ...] = ()
+) -> models_pb2.ListModelsResponse:
+    """Every served version and alias; for a tenant limited to the aliases `allowed`, those aliases
+    and the versions they route to."""
+    routes = {a: r for a, r in sorted(registry.routes.items()) if not allowed or a in allowed}
+    routed = {v for r in routes.values() for v in r}
     versions = [
         version_message(version, await ready_workers(pool, version), registry.status(version.version_id))
         for version in registry.versions.values()
+        if not allowed or version.version_id in routed
     ]
-    aliases = [route_message(a, r) for a, r in sorted(registry.routes.items())]
+    aliases = [route_message(a, r) for a, r in routes.items()]
     return models_pb2.ListModelsResponse(versions=versions, aliases=aliases)

@@ -114,6 +114,13 @@ class ModelRegistry:
             raise VersionNotServable(version_id, status)
         return version
 
+    def allows(self, allowed: tuple[str, ...], model: str, version_id: str) -> bool:
+        """Whether a tenant limited to the aliases `allowed` ((): every model) may use `model`, an
+        alias or a version id (one some allowed alias routes to now), pinned to `version_id`."""
+        if not allowed or model in allowed:
+            return True
+        return model == version_id and any(version_id in self.routes.get(alias, {}) for alias in allowed)
+
     def status(self, version_id: str) -> str:
         return self.statuses.get(version_id, "READY")
 

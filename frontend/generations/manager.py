@@ -179,6 +179,7 @@ class GenerationManager:
             reserved_input_tokens=len(prompt_ids),
             reserved_output_tokens=req.params.max_output_tokens,
             owner_frontend_id=self.frontend_id or None,
+            api_key_id=tenant.key_id,
         )
         run = GenerationRun(
             generation_id=new_id,

@@ -12,6 +12,7 @@ REST API (the protos' messages in protobuf's JSON mapping)
     GET  /v1/generations/{id}/events?after=N   Resume (SSE; Last-Event-ID overrides `after`)
     GET  /v1/models                            ListModels (+ OpenAI's `data` list)
     GET  /v1/usage?windowStart=&windowEnd=     GetUsage
+    /v1/account, /v1/keys, /v1/usage/export, /v1/admin/...   frontend/http/account_routes.py
 OpenAI-compatible
     POST /v1/chat/completions, POST /v1/completions, GET /v1/models
 """
@@ -20,23 +21,26 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from config.settings import HttpSettings
+from contracts.scopes import GENERATE, USAGE
+from frontend.admin.calls import AdminCalls
 from frontend.api_errors import ApiError, api_error
 from frontend.auth import ApiKeyStore, Tenant
 from frontend.calls import FrontendCalls
 from frontend.catalog.messages import list_models
 from frontend.dispatch.worker_pool import ready_workers
 from frontend.http import openai, openai_answers, transcode
-from frontend.http.errors import HttpError, dumps
+from frontend.http.account_routes import AccountRoutes, account_routes
+from frontend.http.errors import JSON, openai_error, rest_error
 from frontend.http.streams import Document, EventStream
 from frontend.http.transcode import to_json
 from frontend.refusals import Exhausted, InvalidRequest, NotFound, Refusal, Unsupported
@@ -47,31 +51,21 @@ log = logging.getLogger(__name__)
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 
-class JSON(Response):
-    media_type = "application/json"
-
-    def render(self, content: Any) -> bytes:
-        return dumps(content)
-
-
-def rest_error(error: ApiError, status: int | None = None) -> Response:
-    e = HttpError(error, status)
-    return JSON(e.rest_body(), e.status, e.headers())
-
-
-def openai_error(error: ApiError, status: int | None = None) -> Response:
-    e = HttpError(error, status)
-    return JSON(e.openai_body(), e.status, e.headers())
-
-
 class TooLarge(Exception):
     """The request body is over [frontend] max_request_bytes."""
 
 
 class HttpApi:
     def __init__(
-        self, calls: FrontendCalls, keys: ApiKeyStore, settings: HttpSettings, max_body: int
+        self,
+        calls: FrontendCalls,
+        keys: ApiKeyStore,
+        settings: HttpSettings,
+        max_body: int,
+        admin: AdminCalls | None = None,
     ) -> None:
+        """admin: Admin's calls, served at /v1/admin/{Method} (None: no Admin over HTTP)."""
+        self.admin = admin
         self.calls = calls
         self.generations = calls.generations
         self.keys = keys
@@ -80,11 +74,13 @@ class HttpApi:
 
     # --- shared by every route ---------------------------------------------------------------
 
-    def tenant(self, request: Request) -> Tenant:
+    def tenant(self, request: Request, scope: str | None = GENERATE) -> Tenant:
+        """The caller's tenant, for a call that needs `scope` (None: any of the tenant's keys)."""
         header = request.headers.get("authorization")
-        return self.keys.authenticate([] if header is None else [("authorization", header)])
+        return self.keys.authenticate([] if header is None else [("authorization", header)], scope)
 
-    async def body(self, request: Request) -> Any:
+    async def body(self, request: Request, empty: Any = None) -> Any:
+        """The request's JSON body (`empty`, when given, stands for no body at all)."""
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_body:
             raise TooLarge
@@ -94,6 +90,8 @@ class HttpApi:
             if size > self.max_body:
                 raise TooLarge
             chunks.append(chunk)
+        if empty is not None and not b"".join(chunks).strip():
+            return empty
         try:
             return json.loads(b"".join(chunks))
         except (ValueError, UnicodeDecodeError):
@@ -168,8 +166,8 @@ class HttpApi:
         return EventStream(reader, RestFrames(), rest_error, headers)  # type: ignore[return-value]
 
     async def models(self, request: Request) -> Response:
-        self.tenant(request)
-        listed = await list_models(self.calls.registry, self.calls.pool)
+        tenant = self.tenant(request, None)
+        listed = await list_models(self.calls.registry, self.calls.pool, tenant.allowed_models)
         doc = to_json(listed)
         names = [a.alias for a in listed.aliases] + [v.id for v in listed.versions]
         doc["object"] = "list"
@@ -177,7 +175,7 @@ class HttpApi:
         return JSON(doc)
 
     async def usage(self, request: Request) -> Response:
-        tenant = self.tenant(request)
+        tenant = self.tenant(request, USAGE)
         query = dict(request.query_params)
         get = transcode.parse(query, usage_pb2.GetUsageRequest())
         return JSON(to_json(await self.calls.usage.get(tenant, get)))
@@ -253,6 +251,7 @@ def routes(api: HttpApi) -> list[Route]:
         ),
         Route("/v1/models", rest(api.models), methods=["GET"], name="listModels"),
         Route("/v1/usage", rest(api.usage), methods=["GET"], name="getUsage"),
+        *account_routes(AccountRoutes(api, getattr(api, "admin", None)), rest),
         Route(
             "/v1/chat/completions", oai(api.chat_completions), methods=["POST"], name="createChatCompletion"
         ),
@@ -261,12 +260,22 @@ def routes(api: HttpApi) -> list[Route]:
     ]
 
 
-def http_app(calls: FrontendCalls, keys: ApiKeyStore, settings: HttpSettings, max_body: int) -> Starlette:
+def http_app(
+    calls: FrontendCalls,
+    keys: ApiKeyStore,
+    settings: HttpSettings,
+    max_body: int,
+    admin: AdminCalls | None = None,
+    extra_routes: Sequence[BaseRoute] = (),
+) -> Starlette:
+    """The app; `extra_routes` are served beside the API's (the console's files, mounted by the
+    serving role: the API knows nothing of its clients)."""
     from frontend.http.openapi import openapi_document
 
-    api = HttpApi(calls, keys, settings, max_body)
-    app_routes = routes(api)
+    api = HttpApi(calls, keys, settings, max_body, admin)
+    app_routes: list[BaseRoute] = list(routes(api))
     document = openapi_document(app_routes)
+    app_routes.extend(extra_routes)
 
     async def openapi(request: Request) -> Response:
         return JSONResponse(document)

@@ -21,6 +21,7 @@ from typing import Any
 import grpc
 from google.protobuf import json_format
 from google.rpc import error_details_pb2
+from starlette.responses import Response
 
 from frontend.api_errors import ApiError
 
@@ -114,3 +115,22 @@ class HttpError:
 
 def dumps(doc: Any) -> bytes:
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+class JSON(Response):
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        return dumps(content)
+
+
+def rest_error(error: ApiError, status: int | None = None) -> Response:
+    """The REST API's error answer."""
+    e = HttpError(error, status)
+    return JSON(e.rest_body(), e.status, e.headers())
+
+
+def openai_error(error: ApiError, status: int | None = None) -> Response:
+    """The OpenAI endpoints' error answer."""
+    e = HttpError(error, status)
+    return JSON(e.openai_body(), e.status, e.headers())

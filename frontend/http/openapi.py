@@ -20,6 +20,7 @@ from typing import Any
 
 from starlette.routing import BaseRoute, Route
 
+from frontend.http import openapi_accounts
 from frontend.http.openai_schema import openai_schemas
 from frontend.http.proto_schema import WELL_KNOWN, ProtoSchemas, ref
 from llm.v1 import generations_pb2, models_pb2, usage_pb2
@@ -170,7 +171,7 @@ ERRORS = {
     "404": "not found (another tenant's generation is not found)",
     "409": "request id used with a different request (REQUEST_ID_CONFLICT)",
     "413": "request body over [frontend] max_request_bytes",
-    "429": "tenant quota exhausted (Retry-After)",
+    "429": "tenant quota exhausted (Retry-After), or a monthly budget (BUDGET_EXCEEDED, no retry)",
     "503": "no capacity within the queue deadline, or a dependency is down (Retry-After)",
 }
 
@@ -183,13 +184,14 @@ def openapi_document(routes: Sequence[BaseRoute]) -> dict[str, Any]:
         generations_pb2.Generation,
         models_pb2.ListModelsResponse,
         usage_pb2.GetUsageResponse,
+        *openapi_accounts.MESSAGES,
     ):
         protos.message(message.DESCRIPTOR)
     paths: dict[str, dict[str, Any]] = {}
     for route in routes:
         if not isinstance(route, Route) or not route.include_in_schema:
             continue
-        spec = OPERATIONS[route.name]
+        spec = OPERATIONS.get(route.name) or openapi_accounts.OPERATIONS[route.name]
         for method in sorted((route.methods or set()) - {"HEAD"}):
             error = "openai.Error" if route.path.startswith(("/v1/chat", "/v1/completions")) else "RestError"
             operation = {"operationId": route.name, **spec}

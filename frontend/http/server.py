@@ -13,12 +13,14 @@ import asyncio
 import logging
 import socket
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 import uvicorn
+from starlette.routing import BaseRoute
 
 from config.settings import FrontendSettings, HttpSettings
+from frontend.admin.calls import AdminCalls
 from frontend.auth import ApiKeyStore
 from frontend.calls import FrontendCalls
 from frontend.http.app import http_app
@@ -51,9 +53,12 @@ async def http_server(
     keys: ApiKeyStore,
     settings: HttpSettings,
     frontend: FrontendSettings,
+    admin: AdminCalls | None = None,
+    extra_routes: Sequence[BaseRoute] = (),
 ) -> AsyncIterator[int]:
-    """Serves the HTTP app on `listen` until exit; yields the bound port."""
-    app = http_app(calls, keys, settings, frontend.max_request_bytes)
+    """Serves the HTTP app on `listen` until exit; yields the bound port. admin: Admin's calls
+    (/v1/admin/...); extra_routes: served beside the API (the console)."""
+    app = http_app(calls, keys, settings, frontend.max_request_bytes, admin, extra_routes)
     tls: dict[str, object] = {}
     if frontend.tls_cert_file:
         tls = {"ssl_certfile": frontend.tls_cert_file, "ssl_keyfile": frontend.tls_key_file}

@@ -15,6 +15,7 @@ from typing import Any
 
 import grpc
 
+from contracts.scopes import GENERATE, USAGE
 from frontend import auth
 from frontend.api_errors import api_error
 from frontend.auth import ApiKeyStore, Tenant
@@ -22,6 +23,8 @@ from frontend.refusals import InvalidRequest, Refusal
 from frontend.rpc.handlers import MALFORMED, HandlerInterceptor, Streaming, Unary, responses, rewrap, tolerant
 
 UNAUTHENTICATED_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
+# the scope a tenant key needs, by service (Models: any key of the tenant)
+SCOPE_OF_SERVICE = {"/llm.v1.Generations/": GENERATE, "/llm.v1.Usage/": USAGE, "/llm.v1.Account/": USAGE}
 ADMIN_PREFIX = "/llm.v1.Admin/"
 FETCH_METHOD = "/llm.v1.Admin/FetchArtifactFile"  # also open to the fleet's worker key (fetch_keys)
 
@@ -86,7 +89,8 @@ class AuthInterceptor(HandlerInterceptor):
             elif details.method.startswith(ADMIN_PREFIX):
                 tenant = self._keys.authenticate_admin(details.invocation_metadata)
             else:
-                tenant = self._keys.authenticate(details.invocation_metadata)
+                service = details.method[: details.method.rfind("/") + 1]
+                tenant = self._keys.authenticate(details.invocation_metadata, SCOPE_OF_SERVICE.get(service))
         except Refusal as e:
             tenant = e
         return _wrap(handler, tenant)

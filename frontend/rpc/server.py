@@ -22,8 +22,10 @@ from frontend.generations.manager import GenerationManager
 from frontend.health import HealthCheck
 from frontend.refusals import Exhausted
 from frontend.rpc.interceptors import AuthInterceptor, ErrorInterceptor
-from frontend.rpc.servicers import GenerationsService, ModelsService, UsageService
+from frontend.rpc.servicers import AccountService, GenerationsService, ModelsService, UsageService
 from llm.v1 import (
+    account_pb2,
+    account_pb2_grpc,
     admin_pb2,
     admin_pb2_grpc,
     generations_pb2,
@@ -40,6 +42,7 @@ SERVICE_NAMES = (
     models_pb2.DESCRIPTOR.services_by_name["Models"].full_name,
     usage_pb2.DESCRIPTOR.services_by_name["Usage"].full_name,
     admin_pb2.DESCRIPTOR.services_by_name["Admin"].full_name,
+    account_pb2.DESCRIPTOR.services_by_name["Account"].full_name,
 )
 
 
@@ -109,7 +112,8 @@ async def frontend_server(
     generations = GenerationsService(calls.generations, calls.converse_window)
     generations_pb2_grpc.add_GenerationsServicer_to_server(generations, server)
     models_pb2_grpc.add_ModelsServicer_to_server(ModelsService(calls.registry, pool), server)
-    usage_pb2_grpc.add_UsageServicer_to_server(UsageService(calls.usage), server)
+    usage_pb2_grpc.add_UsageServicer_to_server(UsageService(calls.usage, calls.accounts), server)
+    account_pb2_grpc.add_AccountServicer_to_server(AccountService(calls.accounts), server)
     if admin is not None:
         admin_pb2_grpc.add_AdminServicer_to_server(admin, server)
     health_servicer = CappedHealthServicer(settings.max_health_watchers)

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 
 import grpc
 
+from frontend.accounts.tenant_calls import AccountCalls
 from frontend.auth import current_tenant
 from frontend.calls import GenerationCalls, UsageCalls
 from frontend.catalog.messages import list_models
@@ -15,6 +16,8 @@ from frontend.dispatch.worker_pool import WorkerPool
 from frontend.generations.reader import Follower
 from frontend.rpc.converse import Conversation
 from llm.v1 import (
+    account_pb2,
+    account_pb2_grpc,
     generations_pb2,
     generations_pb2_grpc,
     models_pb2,
@@ -87,15 +90,47 @@ class ModelsService(models_pb2_grpc.ModelsServicer):
     async def ListModels(
         self, request: models_pb2.ListModelsRequest, context: grpc.aio.ServicerContext
     ) -> models_pb2.ListModelsResponse:
-        current_tenant()  # authenticated by the interceptor
-        return await list_models(self.registry, self.pool)
+        tenant = current_tenant()  # authenticated by the interceptor
+        return await list_models(self.registry, self.pool, tenant.allowed_models)
 
 
 class UsageService(usage_pb2_grpc.UsageServicer):
-    def __init__(self, calls: UsageCalls) -> None:
+    def __init__(self, calls: UsageCalls, accounts: AccountCalls) -> None:
         self.calls = calls
+        self.accounts = accounts
 
     async def GetUsage(
         self, request: usage_pb2.GetUsageRequest, context: grpc.aio.ServicerContext
     ) -> usage_pb2.GetUsageResponse:
         return await self.calls.get(current_tenant(), request)
+
+    async def ExportUsage(
+        self, request: usage_pb2.ExportUsageRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[usage_pb2.UsageRow]:
+        for row in await self.accounts.export(current_tenant(), request):
+            yield row
+
+
+class AccountService(account_pb2_grpc.AccountServicer):
+    def __init__(self, calls: AccountCalls) -> None:
+        self.calls = calls
+
+    async def GetAccount(
+        self, request: account_pb2.GetAccountRequest, context: grpc.aio.ServicerContext
+    ) -> account_pb2.AccountInfo:
+        return await self.calls.get(current_tenant())
+
+    async def ListKeys(
+        self, request: account_pb2.ListKeysRequest, context: grpc.aio.ServicerContext
+    ) -> account_pb2.ListKeysResponse:
+        return await self.calls.list_keys(current_tenant())
+
+    async def CreateKey(
+        self, request: account_pb2.CreateKeyRequest, context: grpc.aio.ServicerContext
+    ) -> account_pb2.CreatedKey:
+        return await self.calls.create_key(current_tenant(), request)
+
+    async def RevokeKey(
+        self, request: account_pb2.RevokeKeyRequest, context: grpc.aio.ServicerContext
+    ) -> account_pb2.ApiKey:
+        return await self.calls.revoke_key(current_tenant(), request)

@@ -18,6 +18,7 @@ from tests.datastore.stores import BACKENDS, empty_engine
 
 ALL_TABLES = {t.name for t in Base.metadata.sorted_tables}
 BILLING_TABLES = {"usage_watermarks", "usage_events", "reservations", "tenant_ledgers", "rate_windows"}
+TENANCY_TABLES = {"tenant_changes", "key_rate_windows", "model_prices", "budget_periods"}
 
 
 def tables(engine: Engine) -> set[str]:
@@ -44,7 +45,7 @@ def add_rows(engine: Engine) -> None:
 
 
 def test_a_single_head() -> None:
-    assert heads() == ("0005",)
+    assert heads() == ("0006_tenancy",)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -52,7 +53,7 @@ def test_upgrade_from_empty_matches_the_models(backend: str, tmp_path: Path) -> 
     with empty_engine(backend, tmp_path) as engine:
         assert current(engine) is None
         upgrade(engine)
-        assert current(engine) == "0005"
+        assert current(engine) == "0006_tenancy"
         assert tables(engine) == ALL_TABLES
         with engine.connect() as connection:
             diff = compare_metadata(MigrationContext.configure(connection), Base.metadata)
@@ -64,15 +65,21 @@ def test_downgrade_to_base_and_up_again_with_data_present(backend: str, tmp_path
     with empty_engine(backend, tmp_path) as engine:
         upgrade(engine)
         add_rows(engine)
+        downgrade(engine, "0005")
+        assert tables(engine) == ALL_TABLES - TENANCY_TABLES
         downgrade(engine, "0004")
-        assert tables(engine) == ALL_TABLES - {"model_changes"}
+        assert tables(engine) == ALL_TABLES - TENANCY_TABLES - {"model_changes"}
         downgrade(engine, "0003")
-        assert tables(engine) == ALL_TABLES - {"frontends", "model_changes"}
+        assert tables(engine) == ALL_TABLES - TENANCY_TABLES - {"frontends", "model_changes"}
         downgrade(engine, "0002")
-        assert tables(engine) == ALL_TABLES - {"catalog_revisions", "frontends", "model_changes"}
+        assert tables(engine) == ALL_TABLES - TENANCY_TABLES - {
+            "catalog_revisions",
+            "frontends",
+            "model_changes",
+        }
         downgrade(engine, "0001")
         assert current(engine) == "0001"
-        assert tables(engine) == ALL_TABLES - BILLING_TABLES - {
+        assert tables(engine) == ALL_TABLES - BILLING_TABLES - TENANCY_TABLES - {
             "catalog_revisions",
             "frontends",
             "model_changes",
@@ -111,13 +118,13 @@ def test_concurrent_upgrades_migrate_once(backend: str, tmp_path: Path) -> None:
         for t in threads:
             t.join()
         assert errors == []
-        assert current(engine) == "0005"
+        assert current(engine) == "0006_tenancy"
         assert tables(engine) == ALL_TABLES
 
 
 def test_upgrade_is_idempotent(store: Store) -> None:
     upgrade(store.engine)
-    assert current(store.engine) == "0005"
+    assert current(store.engine) == "0006_tenancy"
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -149,8 +156,10 @@ def test_0004_adds_owners_worker_leases_and_pools_and_takes_them_back(backend: s
     with empty_engine(backend, tmp_path) as engine:
         upgrade(engine)
         add_rows(engine)
+        downgrade(engine, "0005")
+        assert tables(engine) == ALL_TABLES - TENANCY_TABLES
         downgrade(engine, "0004")
-        assert tables(engine) == ALL_TABLES - {"model_changes"}
+        assert tables(engine) == ALL_TABLES - TENANCY_TABLES - {"model_changes"}
         downgrade(engine, "0003")
         with engine.begin() as connection:
             connection.execute(

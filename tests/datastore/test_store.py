@@ -23,7 +23,7 @@ def test_connections_are_configured(store: Store) -> None:
 
 def test_foreign_keys_are_enforced(store: Store) -> None:
     with pytest.raises(IntegrityError), store.transaction() as session:
-        session.add(ApiKey(key_sha256="0" * 64, tenant_id="nobody", created_at=T0))
+        session.add(ApiKey(id="key_0", key_sha256="0" * 64, tenant_id="nobody", created_at=T0))
 
 
 def test_times_round_trip_as_aware_utc(store: Store) -> None:

@@ -26,6 +26,7 @@ KEY_DELTA = "key-delta"  # a tenant with small token budgets
 KEY_FUZZ = "key-fuzz"  # the fuzz suite's own tenant, so its load never touches the others' quotas
 KEY_SDK = "key-sdk"  # the SDKs' tests (tests/e2e/test_sdk_*.py)
 KEY_SDK_SOLO = "key-sdk-solo"  # ... and their quota refusals: one generation at a time
+KEY_ADMIN = "key-admin"  # Admin, over gRPC and HTTP: tenants and keys created at run time (test_tenancy*.py)
 
 
 def platform_config(store: Path | None = None) -> PlatformConfig:
@@ -40,6 +41,7 @@ def platform_config(store: Path | None = None) -> PlatformConfig:
                 "interactive_queue_wait_s": 300.0,
                 "slow_consumer_timeout_s": 2.0,
                 "converse_window_events": 8,
+                "admin_api_keys": [KEY_ADMIN],
             },
             "http": {"listen": "127.0.0.1:0"},
             "store": {"url": f"sqlite:///{store}" if store else "sqlite:///var/test-control.sqlite"},

@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 
 from sqlalchemy import func, select
 
+from control.directory import tenant_for_api_key
 from control.model_versions import alias_routes, route_origin
 from control.models import ApiKey, ModelVersion, ModelVersionStatus, RouteOrigin, Tenant
 from control.revision import current_revision
-from control.tenants import tenant_for_api_key
 from frontend.catalog.cache import seed_catalog
 from serving.platform import Platform
 from tests.e2e.conftest import KEY_ALPHA, KEY_BETA

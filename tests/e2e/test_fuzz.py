@@ -16,16 +16,25 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from llm.v1 import admin_pb2, generations_pb2, models_pb2, usage_pb2
-from tests.e2e.conftest import KEY_FUZZ
+from llm.v1 import account_pb2, admin_pb2, generations_pb2, models_pb2, usage_pb2
+from tests.e2e.conftest import KEY_ADMIN, KEY_FUZZ
 
 SERVICES = [
     generations_pb2.DESCRIPTOR.services_by_name["Generations"],
     models_pb2.DESCRIPTOR.services_by_name["Models"],
     usage_pb2.DESCRIPTOR.services_by_name["Usage"],
     admin_pb2.DESCRIPTOR.services_by_name["Admin"],
+    account_pb2.DESCRIPTOR.services_by_name["Account"],
 ]
 METHODS = [m for s in SERVICES for m in s.methods]
+# Admin's tenancy calls with the admin key: tenants and keys of their own (random ids), never the
+# session's prices (SetModelPrice would price the session's model for the other tests)
+TENANCY_CALLS = {
+    "CreateTenant", "UpdateTenant", "ListTenants", "CreateApiKey", "ListApiKeys", "UpdateApiKey",
+    "RevokeApiKey", "RotateApiKey", "ListTenantChanges", "ListModelPrices", "ExportUsage",
+    "ListGenerations",
+}  # fmt: skip
+TENANCY = [m for m in admin_pb2.DESCRIPTOR.services_by_name["Admin"].methods if m.name in TENANCY_CALLS]
 FORBIDDEN = {grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL}
 CALL_TIMEOUT_S = 60.0  # generous: a hang fails, a slow machine does not
 F = FieldDescriptor
@@ -90,10 +99,12 @@ def payload(method: MethodDescriptor) -> st.SearchStrategy[bytes]:
     return st.one_of(valid, valid, st.binary(max_size=64))  # sometimes bytes that do not parse
 
 
-def call(channel: grpc.Channel, method: MethodDescriptor, body: bytes) -> grpc.StatusCode:
+def call(
+    channel: grpc.Channel, method: MethodDescriptor, body: bytes, key: str = KEY_FUZZ
+) -> grpc.StatusCode:
     """Sends `body` to the method and returns the status (a stream is read to its first answer)."""
     path = f"/{method.containing_service.full_name}/{method.name}"
-    metadata = (("authorization", f"Bearer {KEY_FUZZ}"),)
+    metadata = (("authorization", f"Bearer {key}"),)
     try:
         if method.server_streaming:
             if method.client_streaming:
@@ -109,15 +120,19 @@ def call(channel: grpc.Channel, method: MethodDescriptor, body: bytes) -> grpc.S
         return e.code()
 
 
-def fuzz(port: int) -> list[tuple[str, grpc.StatusCode]]:
+def fuzz(
+    port: int, methods: list[MethodDescriptor] = METHODS, key: str = KEY_FUZZ, examples: int = 240
+) -> list[tuple[str, grpc.StatusCode]]:
     seen: list[tuple[str, grpc.StatusCode]] = []
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
 
-        @settings(max_examples=160, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=examples, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck)
+        )
         @given(st.data())
         def one(data: st.DataObject) -> None:
-            method = data.draw(st.sampled_from(METHODS))
-            code = call(channel, method, data.draw(payload(method)))
+            method = data.draw(st.sampled_from(methods))
+            code = call(channel, method, data.draw(payload(method)), key)
             seen.append((method.name, code))
             assert code not in FORBIDDEN, f"{method.name} answered {code.name}"
 
@@ -133,3 +148,9 @@ async def test_no_request_message_gets_unknown_or_internal(frontend_port: int) -
     seen = await asyncio.to_thread(fuzz, frontend_port)
     assert {name for name, _ in seen} >= {"Generate", "Resume", "GetGeneration", "CancelGeneration"}
     assert grpc.StatusCode.INVALID_ARGUMENT in {code for _, code in seen}
+
+
+async def test_no_tenancy_request_of_an_operator_gets_unknown_or_internal(frontend_port: int) -> None:
+    seen = await asyncio.to_thread(fuzz, frontend_port, TENANCY, KEY_ADMIN, 120)
+    codes = {code for _, code in seen}
+    assert grpc.StatusCode.INVALID_ARGUMENT in codes and grpc.StatusCode.NOT_FOUND in codes

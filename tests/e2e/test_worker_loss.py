@@ -11,7 +11,7 @@ from pathlib import Path
 import grpc
 
 from billing.aggregator import UsageAggregator
-from control.tenants import TenantEntry, hash_api_key
+from control.directory import tenant_directory
 from frontend.auth import ApiKeyStore
 from frontend.dispatch.dispatcher import Dispatcher
 from frontend.dispatch.worker_client import TritonWorker
@@ -22,11 +22,17 @@ from llm.v1 import generations_pb2 as pb
 from llm.v1 import generations_pb2_grpc
 from serving.platform import Platform
 from serving.triton_host import free_port
-from tests.e2e.conftest import KEY_ALPHA, auth, platform_config
+from tests.e2e.conftest import auth, platform_config
 from tests.e2e.test_errors import expect_error
 
 Reason = pb.Finished.Reason
-KEYS = ApiKeyStore([TenantEntry("alpha", 1.0, (hash_api_key(KEY_ALPHA),))])
+
+
+def keys(platform: Platform) -> ApiKeyStore:
+    """The session store's tenants and keys (admission checks the key's id in the store)."""
+    assert platform.store is not None
+    with platform.store.transaction() as session:
+        return ApiKeyStore(tenant_directory(session))
 
 
 async def test_no_live_worker_is_unavailable(platform: Platform) -> None:
@@ -42,7 +48,7 @@ async def test_no_live_worker_is_unavailable(platform: Platform) -> None:
     manager = GenerationManager(platform.store, aggregator, Dispatcher(pool))
     try:
         async with (
-            frontend_server("127.0.0.1:0", KEYS, platform.registry, manager) as (_, port),
+            frontend_server("127.0.0.1:0", keys(platform), platform.registry, manager) as (_, port),
             grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel,
         ):
             stub = generations_pb2_grpc.GenerationsStub(channel)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import grpc
 import pytest
@@ -13,9 +13,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 from sqlalchemy.exc import OperationalError
 
-from billing.errors import BillingError, QuotaExceeded, QuotaKind
-from control.errors import ControlError, FencingError, GenerationNotFound
+from billing.errors import BillingError, BudgetExceeded, QuotaExceeded, QuotaKind
+from control.errors import ApiKeyNotValid, ControlError, FencingError, GenerationNotFound, TenantDisabled
 from frontend.api_errors import TABLE, ApiError, api_error, error_info
+from frontend.http.errors import HttpError
 from frontend.refusals import InvalidRequest
 from frontend.rpc.interceptors import ErrorInterceptor
 from frontend.rpc.server import CappedHealthServicer
@@ -50,6 +51,32 @@ def test_quota_refusals_carry_a_retry_only_when_one_can_succeed() -> None:
     )
     assert load.retry_after_s == 1.0
     assert never.retry_after_s is None and never.quota is not None
+
+
+def test_a_budget_refusal_is_resource_exhausted_without_a_retry_and_429_over_http() -> None:
+    end = datetime(2030, 2, 1, tzinfo=UTC)
+    error = api_error(BudgetExceeded("tenant:acme", 3000, 1000, 1700, 1700, end))
+    assert (error.code, error.reason, error.retry_after_s) == (
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        "BUDGET_EXCEEDED",
+        None,
+    )
+    assert error.metadata == {
+        "subject": "tenant:acme",
+        "budget_micros": "3000",
+        "period_end": end.isoformat(),
+    }
+    http = HttpError(error)
+    assert (http.status, http.headers().get("x-should-retry")) == (429, "false")
+    assert "retry-after" not in http.headers()
+    assert api_error(TenantDisabled("acme")).code == grpc.StatusCode.PERMISSION_DENIED
+    assert (
+        api_error(ApiKeyNotValid("key_1")).code,
+        HttpError(api_error(ApiKeyNotValid("key_1"))).status,
+    ) == (
+        grpc.StatusCode.UNAUTHENTICATED,
+        401,
+    )
 
 
 def test_unexpected_errors_are_a_generic_internal_and_api_errors_pass_through() -> None:

@@ -1,17 +1,24 @@
 from __future__ import annotations
 
 import hashlib
+from datetime import timedelta
 
 import grpc
 import pytest
 
-from control.tenants import TenantEntry, hash_api_key
+from control.api_keys import hash_api_key
+from control.directory import KeyEntry, TenantEntry
 from frontend.auth import ApiKeyStore
+from tests.builders import T0, at
 from tests.refusals import refused
 
 
 def entry(tenant_id: str, *keys: str, weight: float = 1.0) -> TenantEntry:
-    return TenantEntry(tenant_id, weight, tuple(hash_api_key(k) for k in keys))
+    return TenantEntry(
+        tenant_id,
+        weight,
+        tuple(KeyEntry(f"key_{k}", hash_api_key(k), ("generate", "usage"), None) for k in keys),
+    )
 
 
 STORE = ApiKeyStore([entry("a", "key-a", weight=2.0), entry("b", "key-b1", "key-b2")])
@@ -81,3 +88,61 @@ def test_admin_calls_name_their_operator_and_key_and_a_fetch_key_opens_only_fetc
     with refused() as e:  # an empty fetch key (no [fleet] worker_key) opens nothing
         keys.authenticate_fetch([("authorization", "Bearer ")])
     assert e.value.code == grpc.StatusCode.UNAUTHENTICATED
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self):
+        return self.now
+
+
+def bearer(key: str) -> list[tuple[str, str]]:
+    return [("authorization", f"Bearer {key}")]
+
+
+def test_a_call_carries_its_key_and_the_key_needs_the_call_s_scope() -> None:
+    only_usage = KeyEntry("key_u", hash_api_key("ku"), ("usage",), None)
+    keys = ApiKeyStore([TenantEntry("t", 2.0, (only_usage,), disabled=True, allowed_models=("m",))])
+    tenant = keys.authenticate(bearer("ku"), "usage")
+    assert (tenant.id, tenant.key_id, tenant.scopes, tenant.disabled, tenant.allowed_models) == (
+        "t",
+        "key_u",
+        ("usage",),
+        True,
+        ("m",),
+    )
+    assert keys.authenticate(bearer("ku")).key_id == "key_u"  # no scope asked
+    with refused() as e:
+        keys.authenticate(bearer("ku"), "generate")
+    assert (e.value.code, e.value.reason) == (grpc.StatusCode.PERMISSION_DENIED, "INSUFFICIENT_SCOPE")
+
+
+def test_expired_keys_and_a_rotation_s_old_secret_past_its_overlap_are_refused() -> None:
+    clock = Clock()
+    rotated = KeyEntry("key_r", hash_api_key("new"), ("generate",), None, hash_api_key("old"), at(60))
+    expiring = KeyEntry("key_e", hash_api_key("brief"), ("generate",), at(30))
+    keys = ApiKeyStore([TenantEntry("t", 1.0, (rotated, expiring))], clock=clock)
+    assert {keys.authenticate(bearer(k)).key_id for k in ("new", "old", "brief")} == {"key_r", "key_e"}
+    clock.now = at(30)
+    with refused(match="expired") as e:
+        keys.authenticate(bearer("brief"))
+    assert e.value.code is grpc.StatusCode.UNAUTHENTICATED
+    keys.authenticate(bearer("old"))
+    clock.now = at(60) + timedelta(microseconds=1)
+    with refused(match="expired"):
+        keys.authenticate(bearer("old"))
+    assert keys.authenticate(bearer("new")).key_id == "key_r"
+
+
+def test_the_keys_used_are_gathered_for_the_catalog_refresh_to_record() -> None:
+    clock = Clock()
+    keys = ApiKeyStore([entry("a", "k1", "k2")], clock=clock)
+    keys.authenticate(bearer("k1"))
+    clock.now = at(5)
+    keys.authenticate(bearer("k1"))
+    with refused():
+        keys.authenticate(bearer("nobody"))
+    assert keys.drain_used() == {"key_k1": at(5)}
+    assert keys.drain_used() == {}

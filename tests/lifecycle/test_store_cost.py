@@ -9,24 +9,33 @@ shared by every generation: lease renewals, the sweeper, registry and catalog re
     start_attempt    QUEUED -> RUNNING under the row lock; the attempt's watermark opened
     usage            one aggregator batch: the cumulative report stored, the watermark advanced
     finish           fenced terminal update; the bill sealed (UPDATE ... RETURNING); the reservation
-                     released by a conditional UPDATE ... RETURNING, and refunded
+                     released by a conditional UPDATE ... RETURNING (its spend derived in it), and
+                     refunded
     get_generation   GetGeneration: the row and its bill
+A priced generation (billing/budgets.py) adds a conditional UPDATE per budget row at admission (the
+tenant's and its key's month) and one UPDATE of both at its end; a free one touches none.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
+from sqlalchemy import select
+
+from billing.prices import Rates
 from billing.usage import UsageReport, read_watermarks, record_usage
+from control.models import ApiKey
 from control.states import GenerationState
 from datastore.meter import StoreCounts, StoreMeter
 from datastore.store import Store
+from lifecycle.accounts import set_price
 from lifecycle.admission import admit
 from lifecycle.attempts import renew_leases, start_attempt
 from lifecycle.reads import get_generation
 from lifecycle.termination import finish
-from tests.builders import LEASE, T0, TENANT, at, new_generation, on, seed
+from tests.builders import LEASE, T0, TENANT, VERSION_ID, at, new_generation, on, seed
 
 
 def cost(meter: StoreMeter, step: Callable[[], Any]) -> StoreCounts:
@@ -82,3 +91,23 @@ def test_one_generation_costs_one_transaction_per_step(store: Store) -> None:
         assert costs["admit"].round_trips == 6 + 2 + 1
         per_generation = sum(costs[s].round_trips for s in ("admit", "start_attempt", "usage", "finish"))
         assert per_generation == 35
+
+
+def test_a_priced_generation_costs_its_budget_rows_and_nothing_more(store: Store) -> None:
+    seed(store)
+    set_price(store, VERSION_ID, Rates(1_000_000, 1_000_000, 1_000_000), effective_at=T0, actor="ann", now=T0)
+    with store.transaction() as session:
+        key_id = session.scalars(select(ApiKey.id).where(ApiKey.tenant_id == TENANT)).one()
+    admit(store, replace(new_generation("warm"), api_key_id=key_id), now=T0)  # this month's rows exist
+    meter = StoreMeter.attach(store.engine)
+    try:
+        new = replace(new_generation("priced"), api_key_id=key_id)
+        admitted = cost(meter, lambda: admit(store, new, now=T0))
+        lease = start_attempt(store, new.generation_id, on(), now=at(1))
+        usage_batch(store, UsageReport(new.generation_id, lease.epoch, 1, 50, 20, 0))
+        done = GenerationState.COMPLETED
+        finished = cost(meter, lambda: finish(store, lease, state=done, reason="OUTPUT_LIMIT", now=at(4)))
+    finally:
+        meter.detach()
+    begins = 1 if store.dialect == "sqlite" else 0
+    assert (admitted.statements - begins, finished.statements - begins) == (6 + 2, 9 + 1)

@@ -46,6 +46,36 @@ type AdminClient interface {
 	RetireVersion(ctx context.Context, in *RetireVersionRequest, opts ...grpc.CallOption) (*ModelVersion, error)
 	// The recorded catalog changes (pushes, routes, promotions, rollbacks, retirements), newest first.
 	ListModelChanges(ctx context.Context, in *ListModelChangesRequest, opts ...grpc.CallOption) (*ListModelChangesResponse, error)
+	// Creates a tenant (ALREADY_EXISTS if the id is taken).
+	CreateTenant(ctx context.Context, in *CreateTenantRequest, opts ...grpc.CallOption) (*Tenant, error)
+	// Changes the settings the request sets; `disabled` disables (no new generations; running ones
+	// finish) or enables it.
+	UpdateTenant(ctx context.Context, in *UpdateTenantRequest, opts ...grpc.CallOption) (*Tenant, error)
+	// Every tenant with its settings and this month's spend.
+	ListTenants(ctx context.Context, in *ListTenantsRequest, opts ...grpc.CallOption) (*ListTenantsResponse, error)
+	// A new key of a tenant; its secret is in this answer only.
+	CreateApiKey(ctx context.Context, in *CreateApiKeyRequest, opts ...grpc.CallOption) (*CreatedKey, error)
+	// A tenant's keys (revoked ones too), with when each was last used; never a secret.
+	ListApiKeys(ctx context.Context, in *ListApiKeysRequest, opts ...grpc.CallOption) (*ListKeysResponse, error)
+	// Changes a key's name, scopes, own rate limits or budget.
+	UpdateApiKey(ctx context.Context, in *UpdateApiKeyRequest, opts ...grpc.CallOption) (*ApiKey, error)
+	// Revokes a key: new generations with it are refused at once, every other call within the
+	// catalog refresh. Again: a no-op.
+	RevokeApiKey(ctx context.Context, in *RevokeApiKeyRequest, opts ...grpc.CallOption) (*ApiKey, error)
+	// A new secret for a key (same id, usage, limits and budget); the old one keeps working for the
+	// overlap, then is refused.
+	RotateApiKey(ctx context.Context, in *RotateApiKeyRequest, opts ...grpc.CallOption) (*CreatedKey, error)
+	// The recorded tenant and key changes, newest first.
+	ListTenantChanges(ctx context.Context, in *ListTenantChangesRequest, opts ...grpc.CallOption) (*ListTenantChangesResponse, error)
+	// Prices a model version (or every version an alias routes to) from a time on; generations are
+	// billed at the price in effect when they were admitted.
+	SetModelPrice(ctx context.Context, in *SetModelPriceRequest, opts ...grpc.CallOption) (*SetModelPriceResponse, error)
+	// The recorded prices, newest effective first.
+	ListModelPrices(ctx context.Context, in *ListModelPricesRequest, opts ...grpc.CallOption) (*ListModelPricesResponse, error)
+	// Sealed usage of every tenant (or one) by tenant, key, version and day (or hour), streamed.
+	ExportUsage(ctx context.Context, in *ExportUsageRequest, opts ...grpc.CallOption) (Admin_ExportUsageClient, error)
+	// Generations by state across the fleet (the store's record): counts, and the newest of them.
+	ListGenerations(ctx context.Context, in *ListGenerationsRequest, opts ...grpc.CallOption) (*ListGenerationsResponse, error)
 }
 
 type adminClient struct {
@@ -203,6 +233,146 @@ func (c *adminClient) ListModelChanges(ctx context.Context, in *ListModelChanges
 	return out, nil
 }
 
+func (c *adminClient) CreateTenant(ctx context.Context, in *CreateTenantRequest, opts ...grpc.CallOption) (*Tenant, error) {
+	out := new(Tenant)
+	err := c.cc.Invoke(ctx, "/llm.v1.Admin/CreateTenant", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) UpdateTenant(ctx context.Context, in *UpdateTenantRequest, opts ...grpc.CallOption) (*Tenant, error) {
+	out := new(Tenant)
+	err := c.cc.Invoke(ctx, "/llm.v1.Admin/UpdateTenant", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ListTenants(ctx context.Context, in *ListTenantsRequest, opts ...grpc.CallOption) (*ListTenantsResponse, error) {
+	out := new(ListTenantsResponse)
+	err := c.cc.Invoke(ctx, "/llm.v1.Admin/ListTenants", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) CreateApiKey(ctx context.Context, in *CreateApiKeyRequest, opts ...grpc.CallOption) (*CreatedKey, error) {
+	out := new(CreatedKey)
+	err := c.cc.Invoke(ctx, "/llm.v1.Admin/CreateApiKey", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ListApiKeys(ctx context.Context, in *ListApiKeysRequest, opts ...grpc.CallOption) (*ListKeysResponse, error) {
+	out := new(ListKeysResponse)
+	err := c.cc.Invoke(ctx, "/llm.v1.Admin/ListApiKeys", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) UpdateApiKey(ctx context.Context, in *UpdateApiKeyRequest, opts ...grpc.CallOption) (*ApiKey, error) {
+	out := new(ApiKey)
+	err := c.cc.Invoke(ctx, "/llm.v1.Admin/UpdateApiKey", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) RevokeApiKey(ctx context.Context, in *RevokeApiKeyRequest, opts ...grpc.CallOption) (*ApiKey, error) {
+	out := new(ApiKey)
+	err := c.cc.Invoke(ctx, "/llm.v1.Admin/RevokeApiKey", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) RotateApiKey(ctx context.Context, in *RotateApiKeyRequest, opts ...grpc.CallOption) (*CreatedKey, error) {
+	out := new(CreatedKey)
+	err := c.cc.Invoke(ctx, "/llm.v1.Admin/RotateApiKey", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ListTenantChanges(ctx context.Context, in *ListTenantChangesRequest, opts ...grpc.CallOption) (*ListTenantChangesResponse, error) {
+	out := new(ListTenantChangesResponse)
+	err := c.cc.Invoke(ctx, "/llm.v1.Admin/ListTenantChanges", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) SetModelPrice(ctx context.Context, in *SetModelPriceRequest, opts ...grpc.CallOption) (*SetModelPriceResponse, error) {
+	out := new(SetModelPriceResponse)
+	err := c.cc.Invoke(ctx, "/llm.v1.Admin/SetModelPrice", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ListModelPrices(ctx context.Context, in *ListModelPricesRequest, opts ...grpc.CallOption) (*ListModelPricesResponse, error) {
+	out := new(ListModelPricesResponse)
+	err := c.cc.Invoke(ctx, "/llm.v1.Admin/ListModelPrices", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ExportUsage(ctx context.Context, in *ExportUsageRequest, opts ...grpc.CallOption) (Admin_ExportUsageClient, error) {
+	stream, err := c.cc.NewStream(ctx, &_Admin_serviceDesc.Streams[2], "/llm.v1.Admin/ExportUsage", opts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &adminExportUsageClient{stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+type Admin_ExportUsageClient interface {
+	Recv() (*UsageRow, error)
+	grpc.ClientStream
+}
+
+type adminExportUsageClient struct {
+	grpc.ClientStream
+}
+
+func (x *adminExportUsageClient) Recv() (*UsageRow, error) {
+	m := new(UsageRow)
+	if err := x.ClientStream.RecvMsg(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (c *adminClient) ListGenerations(ctx context.Context, in *ListGenerationsRequest, opts ...grpc.CallOption) (*ListGenerationsResponse, error) {
+	out := new(ListGenerationsResponse)
+	err := c.cc.Invoke(ctx, "/llm.v1.Admin/ListGenerations", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility
@@ -236,6 +406,36 @@ type AdminServer interface {
 	RetireVersion(context.Context, *RetireVersionRequest) (*ModelVersion, error)
 	// The recorded catalog changes (pushes, routes, promotions, rollbacks, retirements), newest first.
 	ListModelChanges(context.Context, *ListModelChangesRequest) (*ListModelChangesResponse, error)
+	// Creates a tenant (ALREADY_EXISTS if the id is taken).
+	CreateTenant(context.Context, *CreateTenantRequest) (*Tenant, error)
+	// Changes the settings the request sets; `disabled` disables (no new generations; running ones
+	// finish) or enables it.
+	UpdateTenant(context.Context, *UpdateTenantRequest) (*Tenant, error)
+	// Every tenant with its settings and this month's spend.
+	ListTenants(context.Context, *ListTenantsRequest) (*ListTenantsResponse, error)
+	// A new key of a tenant; its secret is in this answer only.
+	CreateApiKey(context.Context, *CreateApiKeyRequest) (*CreatedKey, error)
+	// A tenant's keys (revoked ones too), with when each was last used; never a secret.
+	ListApiKeys(context.Context, *ListApiKeysRequest) (*ListKeysResponse, error)
+	// Changes a key's name, scopes, own rate limits or budget.
+	UpdateApiKey(context.Context, *UpdateApiKeyRequest) (*ApiKey, error)
+	// Revokes a key: new generations with it are refused at once, every other call within the
+	// catalog refresh. Again: a no-op.
+	RevokeApiKey(context.Context, *RevokeApiKeyRequest) (*ApiKey, error)
+	// A new secret for a key (same id, usage, limits and budget); the old one keeps working for the
+	// overlap, then is refused.
+	RotateApiKey(context.Context, *RotateApiKeyRequest) (*CreatedKey, error)
+	// The recorded tenant and key changes, newest first.
+	ListTenantChanges(context.Context, *ListTenantChangesRequest) (*ListTenantChangesResponse, error)
+	// Prices a model version (or every version an alias routes to) from a time on; generations are
+	// billed at the price in effect when they were admitted.
+	SetModelPrice(context.Context, *SetModelPriceRequest) (*SetModelPriceResponse, error)
+	// The recorded prices, newest effective first.
+	ListModelPrices(context.Context, *ListModelPricesRequest) (*ListModelPricesResponse, error)
+	// Sealed usage of every tenant (or one) by tenant, key, version and day (or hour), streamed.
+	ExportUsage(*ExportUsageRequest, Admin_ExportUsageServer) error
+	// Generations by state across the fleet (the store's record): counts, and the newest of them.
+	ListGenerations(context.Context, *ListGenerationsRequest) (*ListGenerationsResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -275,6 +475,45 @@ func (UnimplementedAdminServer) RetireVersion(context.Context, *RetireVersionReq
 }
 func (UnimplementedAdminServer) ListModelChanges(context.Context, *ListModelChangesRequest) (*ListModelChangesResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ListModelChanges not implemented")
+}
+func (UnimplementedAdminServer) CreateTenant(context.Context, *CreateTenantRequest) (*Tenant, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method CreateTenant not implemented")
+}
+func (UnimplementedAdminServer) UpdateTenant(context.Context, *UpdateTenantRequest) (*Tenant, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method UpdateTenant not implemented")
+}
+func (UnimplementedAdminServer) ListTenants(context.Context, *ListTenantsRequest) (*ListTenantsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListTenants not implemented")
+}
+func (UnimplementedAdminServer) CreateApiKey(context.Context, *CreateApiKeyRequest) (*CreatedKey, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method CreateApiKey not implemented")
+}
+func (UnimplementedAdminServer) ListApiKeys(context.Context, *ListApiKeysRequest) (*ListKeysResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListApiKeys not implemented")
+}
+func (UnimplementedAdminServer) UpdateApiKey(context.Context, *UpdateApiKeyRequest) (*ApiKey, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method UpdateApiKey not implemented")
+}
+func (UnimplementedAdminServer) RevokeApiKey(context.Context, *RevokeApiKeyRequest) (*ApiKey, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RevokeApiKey not implemented")
+}
+func (UnimplementedAdminServer) RotateApiKey(context.Context, *RotateApiKeyRequest) (*CreatedKey, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RotateApiKey not implemented")
+}
+func (UnimplementedAdminServer) ListTenantChanges(context.Context, *ListTenantChangesRequest) (*ListTenantChangesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListTenantChanges not implemented")
+}
+func (UnimplementedAdminServer) SetModelPrice(context.Context, *SetModelPriceRequest) (*SetModelPriceResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SetModelPrice not implemented")
+}
+func (UnimplementedAdminServer) ListModelPrices(context.Context, *ListModelPricesRequest) (*ListModelPricesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListModelPrices not implemented")
+}
+func (UnimplementedAdminServer) ExportUsage(*ExportUsageRequest, Admin_ExportUsageServer) error {
+	return status.Errorf(codes.Unimplemented, "method ExportUsage not implemented")
+}
+func (UnimplementedAdminServer) ListGenerations(context.Context, *ListGenerationsRequest) (*ListGenerationsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListGenerations not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 
@@ -498,6 +737,243 @@ func _Admin_ListModelChanges_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_CreateTenant_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateTenantRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).CreateTenant(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/llm.v1.Admin/CreateTenant",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).CreateTenant(ctx, req.(*CreateTenantRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_UpdateTenant_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateTenantRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).UpdateTenant(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/llm.v1.Admin/UpdateTenant",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).UpdateTenant(ctx, req.(*UpdateTenantRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ListTenants_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTenantsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListTenants(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/llm.v1.Admin/ListTenants",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListTenants(ctx, req.(*ListTenantsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_CreateApiKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateApiKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).CreateApiKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/llm.v1.Admin/CreateApiKey",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).CreateApiKey(ctx, req.(*CreateApiKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ListApiKeys_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListApiKeysRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListApiKeys(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/llm.v1.Admin/ListApiKeys",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListApiKeys(ctx, req.(*ListApiKeysRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_UpdateApiKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateApiKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).UpdateApiKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/llm.v1.Admin/UpdateApiKey",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).UpdateApiKey(ctx, req.(*UpdateApiKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_RevokeApiKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeApiKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).RevokeApiKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/llm.v1.Admin/RevokeApiKey",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).RevokeApiKey(ctx, req.(*RevokeApiKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_RotateApiKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RotateApiKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).RotateApiKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/llm.v1.Admin/RotateApiKey",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).RotateApiKey(ctx, req.(*RotateApiKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ListTenantChanges_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTenantChangesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListTenantChanges(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/llm.v1.Admin/ListTenantChanges",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListTenantChanges(ctx, req.(*ListTenantChangesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_SetModelPrice_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetModelPriceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).SetModelPrice(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/llm.v1.Admin/SetModelPrice",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).SetModelPrice(ctx, req.(*SetModelPriceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ListModelPrices_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListModelPricesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListModelPrices(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/llm.v1.Admin/ListModelPrices",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListModelPrices(ctx, req.(*ListModelPricesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ExportUsage_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ExportUsageRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AdminServer).ExportUsage(m, &adminExportUsageServer{stream})
+}
+
+type Admin_ExportUsageServer interface {
+	Send(*UsageRow) error
+	grpc.ServerStream
+}
+
+type adminExportUsageServer struct {
+	grpc.ServerStream
+}
+
+func (x *adminExportUsageServer) Send(m *UsageRow) error {
+	return x.ServerStream.SendMsg(m)
+}
+
+func _Admin_ListGenerations_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListGenerationsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListGenerations(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/llm.v1.Admin/ListGenerations",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListGenerations(ctx, req.(*ListGenerationsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _Admin_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "llm.v1.Admin",
 	HandlerType: (*AdminServer)(nil),
@@ -538,6 +1014,54 @@ var _Admin_serviceDesc = grpc.ServiceDesc{
 			MethodName: "ListModelChanges",
 			Handler:    _Admin_ListModelChanges_Handler,
 		},
+		{
+			MethodName: "CreateTenant",
+			Handler:    _Admin_CreateTenant_Handler,
+		},
+		{
+			MethodName: "UpdateTenant",
+			Handler:    _Admin_UpdateTenant_Handler,
+		},
+		{
+			MethodName: "ListTenants",
+			Handler:    _Admin_ListTenants_Handler,
+		},
+		{
+			MethodName: "CreateApiKey",
+			Handler:    _Admin_CreateApiKey_Handler,
+		},
+		{
+			MethodName: "ListApiKeys",
+			Handler:    _Admin_ListApiKeys_Handler,
+		},
+		{
+			MethodName: "UpdateApiKey",
+			Handler:    _Admin_UpdateApiKey_Handler,
+		},
+		{
+			MethodName: "RevokeApiKey",
+			Handler:    _Admin_RevokeApiKey_Handler,
+		},
+		{
+			MethodName: "RotateApiKey",
+			Handler:    _Admin_RotateApiKey_Handler,
+		},
+		{
+			MethodName: "ListTenantChanges",
+			Handler:    _Admin_ListTenantChanges_Handler,
+		},
+		{
+			MethodName: "SetModelPrice",
+			Handler:    _Admin_SetModelPrice_Handler,
+		},
+		{
+			MethodName: "ListModelPrices",
+			Handler:    _Admin_ListModelPrices_Handler,
+		},
+		{
+			MethodName: "ListGenerations",
+			Handler:    _Admin_ListGenerations_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -548,6 +1072,11 @@ var _Admin_serviceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "FetchArtifactFile",
 			Handler:       _Admin_FetchArtifactFile_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "ExportUsage",
+			Handler:       _Admin_ExportUsage_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -19,6 +19,9 @@ const _ = grpc.SupportPackageIsVersion7
 type UsageClient interface {
 	// Recorded usage of the caller's tenant in a time window.
 	GetUsage(ctx context.Context, in *GetUsageRequest, opts ...grpc.CallOption) (*GetUsageResponse, error)
+	// The caller's sealed usage by key, model version and day (or hour), streamed: what an invoice
+	// is made from (Admin.ExportUsage: every tenant's).
+	ExportUsage(ctx context.Context, in *ExportUsageRequest, opts ...grpc.CallOption) (Usage_ExportUsageClient, error)
 }
 
 type usageClient struct {
@@ -38,12 +41,47 @@ func (c *usageClient) GetUsage(ctx context.Context, in *GetUsageRequest, opts ..
 	return out, nil
 }
 
+func (c *usageClient) ExportUsage(ctx context.Context, in *ExportUsageRequest, opts ...grpc.CallOption) (Usage_ExportUsageClient, error) {
+	stream, err := c.cc.NewStream(ctx, &_Usage_serviceDesc.Streams[0], "/llm.v1.Usage/ExportUsage", opts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &usageExportUsageClient{stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+type Usage_ExportUsageClient interface {
+	Recv() (*UsageRow, error)
+	grpc.ClientStream
+}
+
+type usageExportUsageClient struct {
+	grpc.ClientStream
+}
+
+func (x *usageExportUsageClient) Recv() (*UsageRow, error) {
+	m := new(UsageRow)
+	if err := x.ClientStream.RecvMsg(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
 // UsageServer is the server API for Usage service.
 // All implementations must embed UnimplementedUsageServer
 // for forward compatibility
 type UsageServer interface {
 	// Recorded usage of the caller's tenant in a time window.
 	GetUsage(context.Context, *GetUsageRequest) (*GetUsageResponse, error)
+	// The caller's sealed usage by key, model version and day (or hour), streamed: what an invoice
+	// is made from (Admin.ExportUsage: every tenant's).
+	ExportUsage(*ExportUsageRequest, Usage_ExportUsageServer) error
 	mustEmbedUnimplementedUsageServer()
 }
 
@@ -53,6 +91,9 @@ type UnimplementedUsageServer struct {
 
 func (UnimplementedUsageServer) GetUsage(context.Context, *GetUsageRequest) (*GetUsageResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method GetUsage not implemented")
+}
+func (UnimplementedUsageServer) ExportUsage(*ExportUsageRequest, Usage_ExportUsageServer) error {
+	return status.Errorf(codes.Unimplemented, "method ExportUsage not implemented")
 }
 func (UnimplementedUsageServer) mustEmbedUnimplementedUsageServer() {}
 
@@ -85,6 +126,27 @@ func _Usage_GetUsage_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Usage_ExportUsage_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ExportUsageRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(UsageServer).ExportUsage(m, &usageExportUsageServer{stream})
+}
+
+type Usage_ExportUsageServer interface {
+	Send(*UsageRow) error
+	grpc.ServerStream
+}
+
+type usageExportUsageServer struct {
+	grpc.ServerStream
+}
+
+func (x *usageExportUsageServer) Send(m *UsageRow) error {
+	return x.ServerStream.SendMsg(m)
+}
+
 var _Usage_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "llm.v1.Usage",
 	HandlerType: (*UsageServer)(nil),
@@ -94,6 +156,12 @@ var _Usage_serviceDesc = grpc.ServiceDesc{
 			Handler:    _Usage_GetUsage_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "ExportUsage",
+			Handler:       _Usage_ExportUsage_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "llm/v1/usage.proto",
 }

@@ -22,50 +22,101 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
+from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
+from llm_platform.v1 import account_pb2 as llm_dot_v1_dot_account__pb2
+from llm_platform.v1 import generations_pb2 as llm_dot_v1_dot_generations__pb2
 from llm_platform.v1 import models_pb2 as llm_dot_v1_dot_models__pb2
+from llm_platform.v1 import usage_pb2 as llm_dot_v1_dot_usage__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12llm/v1/admin.proto\x12\x06llm.v1\x1a\x13llm/v1/models.proto\"Z\n\x1bRegisterModelVersionRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x14\n\x0c\x61rtifact_uri\x18\x02 \x01(\t\x12\x17\n\x0fmanifest_sha256\x18\x03 \x01(\t\"9\n\x14SetAliasRouteRequest\x12!\n\x05route\x18\x01 \x01(\x0b\x32\x12.llm.v1.AliasRoute\"\'\n\x12\x44rainWorkerRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\")\n\x14UndrainWorkerRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\"\x14\n\x12ListWorkersRequest\"6\n\x13ListWorkersResponse\x12\x1f\n\x07workers\x18\x01 \x03(\x0b\x32\x0e.llm.v1.Worker\"\xa0\x01\n\x06Worker\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x17\n\x0floaded_versions\x18\x03 \x03(\t\x12\x0f\n\x07healthy\x18\x04 \x01(\x08\x12\x10\n\x08\x64raining\x18\x05 \x01(\x08\x12\x16\n\x0e\x66ree_kv_blocks\x18\x06 \x01(\x04\x12\x1e\n\x16last_heartbeat_unix_ms\x18\x07 \x01(\x03\"\x84\x01\n\x17PushModelVersionRequest\x12\x12\n\x08manifest\x18\x01 \x01(\x0cH\x00\x12&\n\x05\x63hunk\x18\x02 \x01(\x0b\x32\x15.llm.v1.ArtifactChunkH\x00\x12\r\n\x05\x61lias\x18\x03 \x01(\t\x12\x16\n\x0e\x63\x61nary_percent\x18\x04 \x01(\rB\x06\n\x04part\";\n\rArtifactChunk\x12\x0c\n\x04\x66ile\x18\x01 \x01(\t\x12\x0e\n\x06offset\x18\x02 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"}\n\x18PushModelVersionResponse\x12%\n\x07version\x18\x01 \x01(\x0b\x32\x14.llm.v1.ModelVersion\x12\x17\n\x0f\x61lready_present\x18\x02 \x01(\x08\x12!\n\x05route\x18\x03 \x01(\x0b\x32\x12.llm.v1.AliasRoute\"L\n\x18\x46\x65tchArtifactFileRequest\x12\x12\n\nversion_id\x18\x01 \x01(\t\x12\x0c\n\x04\x66ile\x18\x02 \x01(\t\x12\x0e\n\x06offset\x18\x03 \x01(\x04\":\n\x15PromoteVersionRequest\x12\r\n\x05\x61lias\x18\x01 \x01(\t\x12\x12\n\nversion_id\x18\x02 \x01(\t\"%\n\x14RollbackAliasRequest\x12\r\n\x05\x61lias\x18\x01 \x01(\t\"@\n\x14RetireVersionRequest\x12\x12\n\nversion_id\x18\x01 \x01(\t\x12\x14\n\x0c\x64\x65lete_files\x18\x02 \x01(\x08\"(\n\x17ListModelChangesRequest\x12\r\n\x05limit\x18\x01 \x01(\r\"@\n\x18ListModelChangesResponse\x12$\n\x07\x63hanges\x18\x01 \x03(\x0b\x32\x13.llm.v1.ModelChange\"\xaa\x01\n\x0bModelChange\x12\x12\n\nat_unix_ms\x18\x01 \x01(\x03\x12\r\n\x05\x61\x63tor\x18\x02 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x03 \x01(\t\x12\r\n\x05\x61lias\x18\x04 \x01(\t\x12\x12\n\nversion_id\x18\x05 \x01(\t\x12\"\n\x06\x62\x65\x66ore\x18\x06 \x01(\x0b\x32\x12.llm.v1.AliasRoute\x12!\n\x05\x61\x66ter\x18\x07 \x01(\x0b\x32\x12.llm.v1.AliasRoute2\xac\x06\n\x05\x41\x64min\x12Q\n\x14RegisterModelVersion\x12#.llm.v1.RegisterModelVersionRequest\x1a\x14.llm.v1.ModelVersion\x12\x41\n\rSetAliasRoute\x12\x1c.llm.v1.SetAliasRouteRequest\x1a\x12.llm.v1.AliasRoute\x12\x39\n\x0b\x44rainWorker\x12\x1a.llm.v1.DrainWorkerRequest\x1a\x0e.llm.v1.Worker\x12=\n\rUndrainWorker\x12\x1c.llm.v1.UndrainWorkerRequest\x1a\x0e.llm.v1.Worker\x12\x46\n\x0bListWorkers\x12\x1a.llm.v1.ListWorkersRequest\x1a\x1b.llm.v1.ListWorkersResponse\x12W\n\x10PushModelVersion\x12\x1f.llm.v1.PushModelVersionRequest\x1a .llm.v1.PushModelVersionResponse(\x01\x12N\n\x11\x46\x65tchArtifactFile\x12 .llm.v1.FetchArtifactFileRequest\x1a\x15.llm.v1.ArtifactChunk0\x01\x12\x43\n\x0ePromoteVersion\x12\x1d.llm.v1.PromoteVersionRequest\x1a\x12.llm.v1.AliasRoute\x12\x41\n\rRollbackAlias\x12\x1c.llm.v1.RollbackAliasRequest\x1a\x12.llm.v1.AliasRoute\x12\x43\n\rRetireVersion\x12\x1c.llm.v1.RetireVersionRequest\x1a\x14.llm.v1.ModelVersion\x12U\n\x10ListModelChanges\x12\x1f.llm.v1.ListModelChangesRequest\x1a .llm.v1.ListModelChangesResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12llm/v1/admin.proto\x12\x06llm.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14llm/v1/account.proto\x1a\x18llm/v1/generations.proto\x1a\x13llm/v1/models.proto\x1a\x12llm/v1/usage.proto\"Z\n\x1bRegisterModelVersionRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x14\n\x0c\x61rtifact_uri\x18\x02 \x01(\t\x12\x17\n\x0fmanifest_sha256\x18\x03 \x01(\t\"9\n\x14SetAliasRouteRequest\x12!\n\x05route\x18\x01 \x01(\x0b\x32\x12.llm.v1.AliasRoute\"\'\n\x12\x44rainWorkerRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\")\n\x14UndrainWorkerRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\"\x14\n\x12ListWorkersRequest\"6\n\x13ListWorkersResponse\x12\x1f\n\x07workers\x18\x01 \x03(\x0b\x32\x0e.llm.v1.Worker\"\xa0\x01\n\x06Worker\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x17\n\x0floaded_versions\x18\x03 \x03(\t\x12\x0f\n\x07healthy\x18\x04 \x01(\x08\x12\x10\n\x08\x64raining\x18\x05 \x01(\x08\x12\x16\n\x0e\x66ree_kv_blocks\x18\x06 \x01(\x04\x12\x1e\n\x16last_heartbeat_unix_ms\x18\x07 \x01(\x03\"\x84\x01\n\x17PushModelVersionRequest\x12\x12\n\x08manifest\x18\x01 \x01(\x0cH\x00\x12&\n\x05\x63hunk\x18\x02 \x01(\x0b\x32\x15.llm.v1.ArtifactChunkH\x00\x12\r\n\x05\x61lias\x18\x03 \x01(\t\x12\x16\n\x0e\x63\x61nary_percent\x18\x04 \x01(\rB\x06\n\x04part\";\n\rArtifactChunk\x12\x0c\n\x04\x66ile\x18\x01 \x01(\t\x12\x0e\n\x06offset\x18\x02 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"}\n\x18PushModelVersionResponse\x12%\n\x07version\x18\x01 \x01(\x0b\x32\x14.llm.v1.ModelVersion\x12\x17\n\x0f\x61lready_present\x18\x02 \x01(\x08\x12!\n\x05route\x18\x03 \x01(\x0b\x32\x12.llm.v1.AliasRoute\"L\n\x18\x46\x65tchArtifactFileRequest\x12\x12\n\nversion_id\x18\x01 \x01(\t\x12\x0c\n\x04\x66ile\x18\x02 \x01(\t\x12\x0e\n\x06offset\x18\x03 \x01(\x04\":\n\x15PromoteVersionRequest\x12\r\n\x05\x61lias\x18\x01 \x01(\t\x12\x12\n\nversion_id\x18\x02 \x01(\t\"%\n\x14RollbackAliasRequest\x12\r\n\x05\x61lias\x18\x01 \x01(\t\"@\n\x14RetireVersionRequest\x12\x12\n\nversion_id\x18\x01 \x01(\t\x12\x14\n\x0c\x64\x65lete_files\x18\x02 \x01(\x08\"(\n\x17ListModelChangesRequest\x12\r\n\x05limit\x18\x01 \x01(\r\"@\n\x18ListModelChangesResponse\x12$\n\x07\x63hanges\x18\x01 \x03(\x0b\x32\x13.llm.v1.ModelChange\"\xaa\x01\n\x0bModelChange\x12\x12\n\nat_unix_ms\x18\x01 \x01(\x03\x12\r\n\x05\x61\x63tor\x18\x02 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x03 \x01(\t\x12\r\n\x05\x61lias\x18\x04 \x01(\t\x12\x12\n\nversion_id\x18\x05 \x01(\t\x12\"\n\x06\x62\x65\x66ore\x18\x06 \x01(\x0b\x32\x12.llm.v1.AliasRoute\x12!\n\x05\x61\x66ter\x18\x07 \x01(\x0b\x32\x12.llm.v1.AliasRoute\"R\n\x13\x43reateTenantRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12(\n\x08settings\x18\x02 \x01(\x0b\x32\x16.llm.v1.TenantSettings\"\xf4\x03\n\x13UpdateTenantRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x13\n\x06weight\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\'\n\x1amax_concurrent_generations\x18\x03 \x01(\rH\x01\x88\x01\x01\x12$\n\x17input_tokens_per_minute\x18\x04 \x01(\rH\x02\x88\x01\x01\x12%\n\x18output_tokens_per_minute\x18\x05 \x01(\rH\x03\x88\x01\x01\x12\x1e\n\x11max_queued_tokens\x18\x06 \x01(\rH\x04\x88\x01\x01\x12\"\n\x15monthly_budget_micros\x18\x07 \x01(\x04H\x05\x88\x01\x01\x12\x19\n\x11no_monthly_budget\x18\x08 \x01(\x08\x12)\n\x0e\x61llowed_models\x18\t \x01(\x0b\x32\x11.llm.v1.ModelList\x12\x15\n\x08\x64isabled\x18\n \x01(\x08H\x06\x88\x01\x01\x42\t\n\x07_weightB\x1d\n\x1b_max_concurrent_generationsB\x1a\n\x18_input_tokens_per_minuteB\x1b\n\x19_output_tokens_per_minuteB\x14\n\x12_max_queued_tokensB\x18\n\x16_monthly_budget_microsB\x0b\n\t_disabled\"\x1c\n\tModelList\x12\x0f\n\x07\x61liases\x18\x01 \x03(\t\"\x14\n\x12ListTenantsRequest\"6\n\x13ListTenantsResponse\x12\x1f\n\x07tenants\x18\x01 \x03(\x0b\x32\x0e.llm.v1.Tenant\"~\n\x13\x43reateApiKeyRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12%\n\x08settings\x18\x02 \x01(\x0b\x32\x13.llm.v1.KeySettings\x12-\n\nexpires_in\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\"\'\n\x12ListApiKeysRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\"\xa4\x02\n\x13UpdateApiKeyRequest\x12\x0e\n\x06key_id\x18\x01 \x01(\t\x12\x11\n\x04name\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x0e\n\x06scopes\x18\x03 \x03(\t\x12$\n\x17input_tokens_per_minute\x18\x04 \x01(\rH\x01\x88\x01\x01\x12%\n\x18output_tokens_per_minute\x18\x05 \x01(\rH\x02\x88\x01\x01\x12\"\n\x15monthly_budget_micros\x18\x06 \x01(\x04H\x03\x88\x01\x01\x12\r\n\x05\x63lear\x18\x07 \x03(\tB\x07\n\x05_nameB\x1a\n\x18_input_tokens_per_minuteB\x1b\n\x19_output_tokens_per_minuteB\x18\n\x16_monthly_budget_micros\"%\n\x13RevokeApiKeyRequest\x12\x0e\n\x06key_id\x18\x01 \x01(\t\"Q\n\x13RotateApiKeyRequest\x12\x0e\n\x06key_id\x18\x01 \x01(\t\x12*\n\x07overlap\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\"<\n\x18ListTenantChangesRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\r\"B\n\x19ListTenantChangesResponse\x12%\n\x07\x63hanges\x18\x01 \x03(\x0b\x32\x14.llm.v1.TenantChange\"\x8a\x01\n\x0cTenantChange\x12&\n\x02\x61t\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05\x61\x63tor\x18\x02 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x03 \x01(\t\x12\x0e\n\x06tenant\x18\x04 \x01(\t\x12\x0e\n\x06key_id\x18\x05 \x01(\t\x12\x13\n\x0b\x64\x65tail_json\x18\x06 \x01(\t\"\xa7\x01\n\x14SetModelPriceRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x16\n\x0einput_per_mtok\x18\x02 \x01(\x04\x12\x1d\n\x15\x63\x61\x63hed_input_per_mtok\x18\x03 \x01(\x04\x12\x17\n\x0foutput_per_mtok\x18\x04 \x01(\x04\x12\x30\n\x0c\x65\x66\x66\x65\x63tive_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\";\n\x15SetModelPriceResponse\x12\"\n\x06prices\x18\x01 \x03(\x0b\x32\x12.llm.v1.ModelPrice\"\xe1\x01\n\nModelPrice\x12\x15\n\rmodel_version\x18\x01 \x01(\t\x12\x16\n\x0einput_per_mtok\x18\x02 \x01(\x04\x12\x1d\n\x15\x63\x61\x63hed_input_per_mtok\x18\x03 \x01(\x04\x12\x17\n\x0foutput_per_mtok\x18\x04 \x01(\x04\x12\x30\n\x0c\x65\x66\x66\x65\x63tive_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12*\n\x06set_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06set_by\x18\x07 \x01(\t\"/\n\x16ListModelPricesRequest\x12\x15\n\rmodel_version\x18\x01 \x01(\t\"=\n\x17ListModelPricesResponse\x12\"\n\x06prices\x18\x01 \x03(\x0b\x32\x12.llm.v1.ModelPrice\"d\n\x16ListGenerationsRequest\x12(\n\x06states\x18\x01 \x03(\x0e\x32\x18.llm.v1.Generation.State\x12\x11\n\ttenant_id\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\r\"\xb5\x01\n\x17ListGenerationsResponse\x12;\n\x06\x63ounts\x18\x01 \x03(\x0b\x32+.llm.v1.ListGenerationsResponse.CountsEntry\x12.\n\x0bgenerations\x18\x02 \x03(\x0b\x32\x19.llm.v1.GenerationSummary\x1a-\n\x0b\x43ountsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\"\xef\x01\n\x11GenerationSummary\x12\x15\n\rgeneration_id\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12\x12\n\napi_key_id\x18\x03 \x01(\t\x12\x15\n\rmodel_version\x18\x04 \x01(\t\x12\'\n\x05state\x18\x05 \x01(\x0e\x32\x18.llm.v1.Generation.State\x12.\n\ncreated_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x16\n\x0eowner_frontend\x18\x07 \x01(\t\x12\x17\n\x0freserved_tokens\x18\x08 \x01(\x04\x32\xbe\r\n\x05\x41\x64min\x12Q\n\x14RegisterModelVersion\x12#.llm.v1.RegisterModelVersionRequest\x1a\x14.llm.v1.ModelVersion\x12\x41\n\rSetAliasRoute\x12\x1c.llm.v1.SetAliasRouteRequest\x1a\x12.llm.v1.AliasRoute\x12\x39\n\x0b\x44rainWorker\x12\x1a.llm.v1.DrainWorkerRequest\x1a\x0e.llm.v1.Worker\x12=\n\rUndrainWorker\x12\x1c.llm.v1.UndrainWorkerRequest\x1a\x0e.llm.v1.Worker\x12\x46\n\x0bListWorkers\x12\x1a.llm.v1.ListWorkersRequest\x1a\x1b.llm.v1.ListWorkersResponse\x12W\n\x10PushModelVersion\x12\x1f.llm.v1.PushModelVersionRequest\x1a .llm.v1.PushModelVersionResponse(\x01\x12N\n\x11\x46\x65tchArtifactFile\x12 .llm.v1.FetchArtifactFileRequest\x1a\x15.llm.v1.ArtifactChunk0\x01\x12\x43\n\x0ePromoteVersion\x12\x1d.llm.v1.PromoteVersionRequest\x1a\x12.llm.v1.AliasRoute\x12\x41\n\rRollbackAlias\x12\x1c.llm.v1.RollbackAliasRequest\x1a\x12.llm.v1.AliasRoute\x12\x43\n\rRetireVersion\x12\x1c.llm.v1.RetireVersionRequest\x1a\x14.llm.v1.ModelVersion\x12U\n\x10ListModelChanges\x12\x1f.llm.v1.ListModelChangesRequest\x1a .llm.v1.ListModelChangesResponse\x12;\n\x0c\x43reateTenant\x12\x1b.llm.v1.CreateTenantRequest\x1a\x0e.llm.v1.Tenant\x12;\n\x0cUpdateTenant\x12\x1b.llm.v1.UpdateTenantRequest\x1a\x0e.llm.v1.Tenant\x12\x46\n\x0bListTenants\x12\x1a.llm.v1.ListTenantsRequest\x1a\x1b.llm.v1.ListTenantsResponse\x12?\n\x0c\x43reateApiKey\x12\x1b.llm.v1.CreateApiKeyRequest\x1a\x12.llm.v1.CreatedKey\x12\x43\n\x0bListApiKeys\x12\x1a.llm.v1.ListApiKeysRequest\x1a\x18.llm.v1.ListKeysResponse\x12;\n\x0cUpdateApiKey\x12\x1b.llm.v1.UpdateApiKeyRequest\x1a\x0e.llm.v1.ApiKey\x12;\n\x0cRevokeApiKey\x12\x1b.llm.v1.RevokeApiKeyRequest\x1a\x0e.llm.v1.ApiKey\x12?\n\x0cRotateApiKey\x12\x1b.llm.v1.RotateApiKeyRequest\x1a\x12.llm.v1.CreatedKey\x12X\n\x11ListTenantChanges\x12 .llm.v1.ListTenantChangesRequest\x1a!.llm.v1.ListTenantChangesResponse\x12L\n\rSetModelPrice\x12\x1c.llm.v1.SetModelPriceRequest\x1a\x1d.llm.v1.SetModelPriceResponse\x12R\n\x0fListModelPrices\x12\x1e.llm.v1.ListModelPricesRequest\x1a\x1f.llm.v1.ListModelPricesResponse\x12=\n\x0b\x45xportUsage\x12\x1a.llm.v1.ExportUsageRequest\x1a\x10.llm.v1.UsageRow0\x01\x12R\n\x0fListGenerations\x12\x1e.llm.v1.ListGenerationsRequest\x1a\x1f.llm.v1.ListGenerationsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'llm.v1.admin_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_REGISTERMODELVERSIONREQUEST']._serialized_start=51
-  _globals['_REGISTERMODELVERSIONREQUEST']._serialized_end=141
-  _globals['_SETALIASROUTEREQUEST']._serialized_start=143
-  _globals['_SETALIASROUTEREQUEST']._serialized_end=200
-  _globals['_DRAINWORKERREQUEST']._serialized_start=202
-  _globals['_DRAINWORKERREQUEST']._serialized_end=241
-  _globals['_UNDRAINWORKERREQUEST']._serialized_start=243
-  _globals['_UNDRAINWORKERREQUEST']._serialized_end=284
-  _globals['_LISTWORKERSREQUEST']._serialized_start=286
-  _globals['_LISTWORKERSREQUEST']._serialized_end=306
-  _globals['_LISTWORKERSRESPONSE']._serialized_start=308
-  _globals['_LISTWORKERSRESPONSE']._serialized_end=362
-  _globals['_WORKER']._serialized_start=365
-  _globals['_WORKER']._serialized_end=525
-  _globals['_PUSHMODELVERSIONREQUEST']._serialized_start=528
-  _globals['_PUSHMODELVERSIONREQUEST']._serialized_end=660
-  _globals['_ARTIFACTCHUNK']._serialized_start=662
-  _globals['_ARTIFACTCHUNK']._serialized_end=721
-  _globals['_PUSHMODELVERSIONRESPONSE']._serialized_start=723
-  _globals['_PUSHMODELVERSIONRESPONSE']._serialized_end=848
-  _globals['_FETCHARTIFACTFILEREQUEST']._serialized_start=850
-  _globals['_FETCHARTIFACTFILEREQUEST']._serialized_end=926
-  _globals['_PROMOTEVERSIONREQUEST']._serialized_start=928
-  _globals['_PROMOTEVERSIONREQUEST']._serialized_end=986
-  _globals['_ROLLBACKALIASREQUEST']._serialized_start=988
-  _globals['_ROLLBACKALIASREQUEST']._serialized_end=1025
-  _globals['_RETIREVERSIONREQUEST']._serialized_start=1027
-  _globals['_RETIREVERSIONREQUEST']._serialized_end=1091
-  _globals['_LISTMODELCHANGESREQUEST']._serialized_start=1093
-  _globals['_LISTMODELCHANGESREQUEST']._serialized_end=1133
-  _globals['_LISTMODELCHANGESRESPONSE']._serialized_start=1135
-  _globals['_LISTMODELCHANGESRESPONSE']._serialized_end=1199
-  _globals['_MODELCHANGE']._serialized_start=1202
-  _globals['_MODELCHANGE']._serialized_end=1372
-  _globals['_ADMIN']._serialized_start=1375
-  _globals['_ADMIN']._serialized_end=2187
+  _globals['_LISTGENERATIONSRESPONSE_COUNTSENTRY']._loaded_options = None
+  _globals['_LISTGENERATIONSRESPONSE_COUNTSENTRY']._serialized_options = b'8\001'
+  _globals['_REGISTERMODELVERSIONREQUEST']._serialized_start=184
+  _globals['_REGISTERMODELVERSIONREQUEST']._serialized_end=274
+  _globals['_SETALIASROUTEREQUEST']._serialized_start=276
+  _globals['_SETALIASROUTEREQUEST']._serialized_end=333
+  _globals['_DRAINWORKERREQUEST']._serialized_start=335
+  _globals['_DRAINWORKERREQUEST']._serialized_end=374
+  _globals['_UNDRAINWORKERREQUEST']._serialized_start=376
+  _globals['_UNDRAINWORKERREQUEST']._serialized_end=417
+  _globals['_LISTWORKERSREQUEST']._serialized_start=419
+  _globals['_LISTWORKERSREQUEST']._serialized_end=439
+  _globals['_LISTWORKERSRESPONSE']._serialized_start=441
+  _globals['_LISTWORKERSRESPONSE']._serialized_end=495
+  _globals['_WORKER']._serialized_start=498
+  _globals['_WORKER']._serialized_end=658
+  _globals['_PUSHMODELVERSIONREQUEST']._serialized_start=661
+  _globals['_PUSHMODELVERSIONREQUEST']._serialized_end=793
+  _globals['_ARTIFACTCHUNK']._serialized_start=795
+  _globals['_ARTIFACTCHUNK']._serialized_end=854
+  _globals['_PUSHMODELVERSIONRESPONSE']._serialized_start=856
+  _globals['_PUSHMODELVERSIONRESPONSE']._serialized_end=981
+  _globals['_FETCHARTIFACTFILEREQUEST']._serialized_start=983
+  _globals['_FETCHARTIFACTFILEREQUEST']._serialized_end=1059
+  _globals['_PROMOTEVERSIONREQUEST']._serialized_start=1061
+  _globals['_PROMOTEVERSIONREQUEST']._serialized_end=1119
+  _globals['_ROLLBACKALIASREQUEST']._serialized_start=1121
+  _globals['_ROLLBACKALIASREQUEST']._serialized_end=1158
+  _globals['_RETIREVERSIONREQUEST']._serialized_start=1160
+  _globals['_RETIREVERSIONREQUEST']._serialized_end=1224
+  _globals['_LISTMODELCHANGESREQUEST']._serialized_start=1226
+  _globals['_LISTMODELCHANGESREQUEST']._serialized_end=1266
+  _globals['_LISTMODELCHANGESRESPONSE']._serialized_start=1268
+  _globals['_LISTMODELCHANGESRESPONSE']._serialized_end=1332
+  _globals['_MODELCHANGE']._serialized_start=1335
+  _globals['_MODELCHANGE']._serialized_end=1505
+  _globals['_CREATETENANTREQUEST']._serialized_start=1507
+  _globals['_CREATETENANTREQUEST']._serialized_end=1589
+  _globals['_UPDATETENANTREQUEST']._serialized_start=1592
+  _globals['_UPDATETENANTREQUEST']._serialized_end=2092
+  _globals['_MODELLIST']._serialized_start=2094
+  _globals['_MODELLIST']._serialized_end=2122
+  _globals['_LISTTENANTSREQUEST']._serialized_start=2124
+  _globals['_LISTTENANTSREQUEST']._serialized_end=2144
+  _globals['_LISTTENANTSRESPONSE']._serialized_start=2146
+  _globals['_LISTTENANTSRESPONSE']._serialized_end=2200
+  _globals['_CREATEAPIKEYREQUEST']._serialized_start=2202
+  _globals['_CREATEAPIKEYREQUEST']._serialized_end=2328
+  _globals['_LISTAPIKEYSREQUEST']._serialized_start=2330
+  _globals['_LISTAPIKEYSREQUEST']._serialized_end=2369
+  _globals['_UPDATEAPIKEYREQUEST']._serialized_start=2372
+  _globals['_UPDATEAPIKEYREQUEST']._serialized_end=2664
+  _globals['_REVOKEAPIKEYREQUEST']._serialized_start=2666
+  _globals['_REVOKEAPIKEYREQUEST']._serialized_end=2703
+  _globals['_ROTATEAPIKEYREQUEST']._serialized_start=2705
+  _globals['_ROTATEAPIKEYREQUEST']._serialized_end=2786
+  _globals['_LISTTENANTCHANGESREQUEST']._serialized_start=2788
+  _globals['_LISTTENANTCHANGESREQUEST']._serialized_end=2848
+  _globals['_LISTTENANTCHANGESRESPONSE']._serialized_start=2850
+  _globals['_LISTTENANTCHANGESRESPONSE']._serialized_end=2916
+  _globals['_TENANTCHANGE']._serialized_start=2919
+  _globals['_TENANTCHANGE']._serialized_end=3057
+  _globals['_SETMODELPRICEREQUEST']._serialized_start=3060
+  _globals['_SETMODELPRICEREQUEST']._serialized_end=3227
+  _globals['_SETMODELPRICERESPONSE']._serialized_start=3229
+  _globals['_SETMODELPRICERESPONSE']._serialized_end=3288
+  _globals['_MODELPRICE']._serialized_start=3291
+  _globals['_MODELPRICE']._serialized_end=3516
+  _globals['_LISTMODELPRICESREQUEST']._serialized_start=3518
+  _globals['_LISTMODELPRICESREQUEST']._serialized_end=3565
+  _globals['_LISTMODELPRICESRESPONSE']._serialized_start=3567
+  _globals['_LISTMODELPRICESRESPONSE']._serialized_end=3628
+  _globals['_LISTGENERATIONSREQUEST']._serialized_start=3630
+  _globals['_LISTGENERATIONSREQUEST']._serialized_end=3730
+  _globals['_LISTGENERATIONSRESPONSE']._serialized_start=3733
+  _globals['_LISTGENERATIONSRESPONSE']._serialized_end=3914
+  _globals['_LISTGENERATIONSRESPONSE_COUNTSENTRY']._serialized_start=3869
+  _globals['_LISTGENERATIONSRESPONSE_COUNTSENTRY']._serialized_end=3914
+  _globals['_GENERATIONSUMMARY']._serialized_start=3917
+  _globals['_GENERATIONSUMMARY']._serialized_end=4156
+  _globals['_ADMIN']._serialized_start=4159
+  _globals['_ADMIN']._serialized_end=5885
 # @@protoc_insertion_point(module_scope)

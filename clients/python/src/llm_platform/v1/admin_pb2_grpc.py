@@ -3,8 +3,10 @@
 import grpc
 import warnings
 
+from llm_platform.v1 import account_pb2 as llm_dot_v1_dot_account__pb2
 from llm_platform.v1 import admin_pb2 as llm_dot_v1_dot_admin__pb2
 from llm_platform.v1 import models_pb2 as llm_dot_v1_dot_models__pb2
+from llm_platform.v1 import usage_pb2 as llm_dot_v1_dot_usage__pb2
 
 GRPC_GENERATED_VERSION = '1.81.1'
 GRPC_VERSION = grpc.__version__
@@ -90,6 +92,71 @@ class AdminStub:
                 '/llm.v1.Admin/ListModelChanges',
                 request_serializer=llm_dot_v1_dot_admin__pb2.ListModelChangesRequest.SerializeToString,
                 response_deserializer=llm_dot_v1_dot_admin__pb2.ListModelChangesResponse.FromString,
+                _registered_method=True)
+        self.CreateTenant = channel.unary_unary(
+                '/llm.v1.Admin/CreateTenant',
+                request_serializer=llm_dot_v1_dot_admin__pb2.CreateTenantRequest.SerializeToString,
+                response_deserializer=llm_dot_v1_dot_account__pb2.Tenant.FromString,
+                _registered_method=True)
+        self.UpdateTenant = channel.unary_unary(
+                '/llm.v1.Admin/UpdateTenant',
+                request_serializer=llm_dot_v1_dot_admin__pb2.UpdateTenantRequest.SerializeToString,
+                response_deserializer=llm_dot_v1_dot_account__pb2.Tenant.FromString,
+                _registered_method=True)
+        self.ListTenants = channel.unary_unary(
+                '/llm.v1.Admin/ListTenants',
+                request_serializer=llm_dot_v1_dot_admin__pb2.ListTenantsRequest.SerializeToString,
+                response_deserializer=llm_dot_v1_dot_admin__pb2.ListTenantsResponse.FromString,
+                _registered_method=True)
+        self.CreateApiKey = channel.unary_unary(
+                '/llm.v1.Admin/CreateApiKey',
+                request_serializer=llm_dot_v1_dot_admin__pb2.CreateApiKeyRequest.SerializeToString,
+                response_deserializer=llm_dot_v1_dot_account__pb2.CreatedKey.FromString,
+                _registered_method=True)
+        self.ListApiKeys = channel.unary_unary(
+                '/llm.v1.Admin/ListApiKeys',
+                request_serializer=llm_dot_v1_dot_admin__pb2.ListApiKeysRequest.SerializeToString,
+                response_deserializer=llm_dot_v1_dot_account__pb2.ListKeysResponse.FromString,
+                _registered_method=True)
+        self.UpdateApiKey = channel.unary_unary(
+                '/llm.v1.Admin/UpdateApiKey',
+                request_serializer=llm_dot_v1_dot_admin__pb2.UpdateApiKeyRequest.SerializeToString,
+                response_deserializer=llm_dot_v1_dot_account__pb2.ApiKey.FromString,
+                _registered_method=True)
+        self.RevokeApiKey = channel.unary_unary(
+                '/llm.v1.Admin/RevokeApiKey',
+                request_serializer=llm_dot_v1_dot_admin__pb2.RevokeApiKeyRequest.SerializeToString,
+                response_deserializer=llm_dot_v1_dot_account__pb2.ApiKey.FromString,
+                _registered_method=True)
+        self.RotateApiKey = channel.unary_unary(
+                '/llm.v1.Admin/RotateApiKey',
+                request_serializer=llm_dot_v1_dot_admin__pb2.RotateApiKeyRequest.SerializeToString,
+                response_deserializer=llm_dot_v1_dot_account__pb2.CreatedKey.FromString,
+                _registered_method=True)
+        self.ListTenantChanges = channel.unary_unary(
+                '/llm.v1.Admin/ListTenantChanges',
+                request_serializer=llm_dot_v1_dot_admin__pb2.ListTenantChangesRequest.SerializeToString,
+                response_deserializer=llm_dot_v1_dot_admin__pb2.ListTenantChangesResponse.FromString,
+                _registered_method=True)
+        self.SetModelPrice = channel.unary_unary(
+                '/llm.v1.Admin/SetModelPrice',
+                request_serializer=llm_dot_v1_dot_admin__pb2.SetModelPriceRequest.SerializeToString,
+                response_deserializer=llm_dot_v1_dot_admin__pb2.SetModelPriceResponse.FromString,
+                _registered_method=True)
+        self.ListModelPrices = channel.unary_unary(
+                '/llm.v1.Admin/ListModelPrices',
+                request_serializer=llm_dot_v1_dot_admin__pb2.ListModelPricesRequest.SerializeToString,
+                response_deserializer=llm_dot_v1_dot_admin__pb2.ListModelPricesResponse.FromString,
+                _registered_method=True)
+        self.ExportUsage = channel.unary_stream(
+                '/llm.v1.Admin/ExportUsage',
+                request_serializer=llm_dot_v1_dot_usage__pb2.ExportUsageRequest.SerializeToString,
+                response_deserializer=llm_dot_v1_dot_usage__pb2.UsageRow.FromString,
+                _registered_method=True)
+        self.ListGenerations = channel.unary_unary(
+                '/llm.v1.Admin/ListGenerations',
+                request_serializer=llm_dot_v1_dot_admin__pb2.ListGenerationsRequest.SerializeToString,
+                response_deserializer=llm_dot_v1_dot_admin__pb2.ListGenerationsResponse.FromString,
                 _registered_method=True)
 
 
@@ -181,6 +248,104 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateTenant(self, request, context):
+        """Tenants, keys, prices and usage (docs/operations.md, "Tenants, keys and budgets"). Every change
+        is recorded with who and when, and reaches every frontend within the catalog refresh.
+
+        Creates a tenant (ALREADY_EXISTS if the id is taken).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateTenant(self, request, context):
+        """Changes the settings the request sets; `disabled` disables (no new generations; running ones
+        finish) or enables it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTenants(self, request, context):
+        """Every tenant with its settings and this month's spend.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateApiKey(self, request, context):
+        """A new key of a tenant; its secret is in this answer only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListApiKeys(self, request, context):
+        """A tenant's keys (revoked ones too), with when each was last used; never a secret.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateApiKey(self, request, context):
+        """Changes a key's name, scopes, own rate limits or budget.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokeApiKey(self, request, context):
+        """Revokes a key: new generations with it are refused at once, every other call within the
+        catalog refresh. Again: a no-op.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RotateApiKey(self, request, context):
+        """A new secret for a key (same id, usage, limits and budget); the old one keeps working for the
+        overlap, then is refused.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTenantChanges(self, request, context):
+        """The recorded tenant and key changes, newest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetModelPrice(self, request, context):
+        """Prices a model version (or every version an alias routes to) from a time on; generations are
+        billed at the price in effect when they were admitted.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListModelPrices(self, request, context):
+        """The recorded prices, newest effective first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ExportUsage(self, request, context):
+        """Sealed usage of every tenant (or one) by tenant, key, version and day (or hour), streamed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListGenerations(self, request, context):
+        """Generations by state across the fleet (the store's record): counts, and the newest of them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -238,6 +403,71 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.ListModelChanges,
                     request_deserializer=llm_dot_v1_dot_admin__pb2.ListModelChangesRequest.FromString,
                     response_serializer=llm_dot_v1_dot_admin__pb2.ListModelChangesResponse.SerializeToString,
+            ),
+            'CreateTenant': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateTenant,
+                    request_deserializer=llm_dot_v1_dot_admin__pb2.CreateTenantRequest.FromString,
+                    response_serializer=llm_dot_v1_dot_account__pb2.Tenant.SerializeToString,
+            ),
+            'UpdateTenant': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateTenant,
+                    request_deserializer=llm_dot_v1_dot_admin__pb2.UpdateTenantRequest.FromString,
+                    response_serializer=llm_dot_v1_dot_account__pb2.Tenant.SerializeToString,
+            ),
+            'ListTenants': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTenants,
+                    request_deserializer=llm_dot_v1_dot_admin__pb2.ListTenantsRequest.FromString,
+                    response_serializer=llm_dot_v1_dot_admin__pb2.ListTenantsResponse.SerializeToString,
+            ),
+            'CreateApiKey': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateApiKey,
+                    request_deserializer=llm_dot_v1_dot_admin__pb2.CreateApiKeyRequest.FromString,
+                    response_serializer=llm_dot_v1_dot_account__pb2.CreatedKey.SerializeToString,
+            ),
+            'ListApiKeys': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListApiKeys,
+                    request_deserializer=llm_dot_v1_dot_admin__pb2.ListApiKeysRequest.FromString,
+                    response_serializer=llm_dot_v1_dot_account__pb2.ListKeysResponse.SerializeToString,
+            ),
+            'UpdateApiKey': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateApiKey,
+                    request_deserializer=llm_dot_v1_dot_admin__pb2.UpdateApiKeyRequest.FromString,
+                    response_serializer=llm_dot_v1_dot_account__pb2.ApiKey.SerializeToString,
+            ),
+            'RevokeApiKey': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeApiKey,
+                    request_deserializer=llm_dot_v1_dot_admin__pb2.RevokeApiKeyRequest.FromString,
+                    response_serializer=llm_dot_v1_dot_account__pb2.ApiKey.SerializeToString,
+            ),
+            'RotateApiKey': grpc.unary_unary_rpc_method_handler(
+                    servicer.RotateApiKey,
+                    request_deserializer=llm_dot_v1_dot_admin__pb2.RotateApiKeyRequest.FromString,
+                    response_serializer=llm_dot_v1_dot_account__pb2.CreatedKey.SerializeToString,
+            ),
+            'ListTenantChanges': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTenantChanges,
+                    request_deserializer=llm_dot_v1_dot_admin__pb2.ListTenantChangesRequest.FromString,
+                    response_serializer=llm_dot_v1_dot_admin__pb2.ListTenantChangesResponse.SerializeToString,
+            ),
+            'SetModelPrice': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetModelPrice,
+                    request_deserializer=llm_dot_v1_dot_admin__pb2.SetModelPriceRequest.FromString,
+                    response_serializer=llm_dot_v1_dot_admin__pb2.SetModelPriceResponse.SerializeToString,
+            ),
+            'ListModelPrices': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListModelPrices,
+                    request_deserializer=llm_dot_v1_dot_admin__pb2.ListModelPricesRequest.FromString,
+                    response_serializer=llm_dot_v1_dot_admin__pb2.ListModelPricesResponse.SerializeToString,
+            ),
+            'ExportUsage': grpc.unary_stream_rpc_method_handler(
+                    servicer.ExportUsage,
+                    request_deserializer=llm_dot_v1_dot_usage__pb2.ExportUsageRequest.FromString,
+                    response_serializer=llm_dot_v1_dot_usage__pb2.UsageRow.SerializeToString,
+            ),
+            'ListGenerations': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListGenerations,
+                    request_deserializer=llm_dot_v1_dot_admin__pb2.ListGenerationsRequest.FromString,
+                    response_serializer=llm_dot_v1_dot_admin__pb2.ListGenerationsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -538,6 +768,357 @@ class Admin:
             '/llm.v1.Admin/ListModelChanges',
             llm_dot_v1_dot_admin__pb2.ListModelChangesRequest.SerializeToString,
             llm_dot_v1_dot_admin__pb2.ListModelChangesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateTenant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/llm.v1.Admin/CreateTenant',
+            llm_dot_v1_dot_admin__pb2.CreateTenantRequest.SerializeToString,
+            llm_dot_v1_dot_account__pb2.Tenant.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateTenant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/llm.v1.Admin/UpdateTenant',
+            llm_dot_v1_dot_admin__pb2.UpdateTenantRequest.SerializeToString,
+            llm_dot_v1_dot_account__pb2.Tenant.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTenants(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/llm.v1.Admin/ListTenants',
+            llm_dot_v1_dot_admin__pb2.ListTenantsRequest.SerializeToString,
+            llm_dot_v1_dot_admin__pb2.ListTenantsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateApiKey(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/llm.v1.Admin/CreateApiKey',
+            llm_dot_v1_dot_admin__pb2.CreateApiKeyRequest.SerializeToString,
+            llm_dot_v1_dot_account__pb2.CreatedKey.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListApiKeys(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/llm.v1.Admin/ListApiKeys',
+            llm_dot_v1_dot_admin__pb2.ListApiKeysRequest.SerializeToString,
+            llm_dot_v1_dot_account__pb2.ListKeysResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateApiKey(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/llm.v1.Admin/UpdateApiKey',
+            llm_dot_v1_dot_admin__pb2.UpdateApiKeyRequest.SerializeToString,
+            llm_dot_v1_dot_account__pb2.ApiKey.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeApiKey(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/llm.v1.Admin/RevokeApiKey',
+            llm_dot_v1_dot_admin__pb2.RevokeApiKeyRequest.SerializeToString,
+            llm_dot_v1_dot_account__pb2.ApiKey.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RotateApiKey(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/llm.v1.Admin/RotateApiKey',
+            llm_dot_v1_dot_admin__pb2.RotateApiKeyRequest.SerializeToString,
+            llm_dot_v1_dot_account__pb2.CreatedKey.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTenantChanges(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/llm.v1.Admin/ListTenantChanges',
+            llm_dot_v1_dot_admin__pb2.ListTenantChangesRequest.SerializeToString,
+            llm_dot_v1_dot_admin__pb2.ListTenantChangesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetModelPrice(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/llm.v1.Admin/SetModelPrice',
+            llm_dot_v1_dot_admin__pb2.SetModelPriceRequest.SerializeToString,
+            llm_dot_v1_dot_admin__pb2.SetModelPriceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListModelPrices(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/llm.v1.Admin/ListModelPrices',
+            llm_dot_v1_dot_admin__pb2.ListModelPricesRequest.SerializeToString,
+            llm_dot_v1_dot_admin__pb2.ListModelPricesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExportUsage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/llm.v1.Admin/ExportUsage',
+            llm_dot_v1_dot_usage__pb2.ExportUsageRequest.SerializeToString,
+            llm_dot_v1_dot_usage__pb2.UsageRow.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListGenerations(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/llm.v1.Admin/ListGenerations',
+            llm_dot_v1_dot_admin__pb2.ListGenerationsRequest.SerializeToString,
+            llm_dot_v1_dot_admin__pb2.ListGenerationsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -25,17 +25,23 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12llm/v1/usage.proto\x12\x06llm.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x83\x01\n\x0fGetUsageRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x30\n\x0cwindow_start\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nwindow_end\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xc6\x01\n\x10GetUsageResponse\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x14\n\x0cinput_tokens\x18\x02 \x01(\x04\x12\x1b\n\x13\x63\x61\x63hed_input_tokens\x18\x03 \x01(\x04\x12\x15\n\routput_tokens\x18\x04 \x01(\x04\x12!\n\x19interrupted_output_tokens\x18\x05 \x01(\x04\x12 \n\x18unbilled_estimate_tokens\x18\x06 \x01(\x04\x12\x13\n\x0bgenerations\x18\x07 \x01(\x04\x32\x46\n\x05Usage\x12=\n\x08GetUsage\x12\x17.llm.v1.GetUsageRequest\x1a\x18.llm.v1.GetUsageResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12llm/v1/usage.proto\x12\x06llm.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x83\x01\n\x0fGetUsageRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x30\n\x0cwindow_start\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nwindow_end\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xdc\x01\n\x10GetUsageResponse\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x14\n\x0cinput_tokens\x18\x02 \x01(\x04\x12\x1b\n\x13\x63\x61\x63hed_input_tokens\x18\x03 \x01(\x04\x12\x15\n\routput_tokens\x18\x04 \x01(\x04\x12!\n\x19interrupted_output_tokens\x18\x05 \x01(\x04\x12 \n\x18unbilled_estimate_tokens\x18\x06 \x01(\x04\x12\x13\n\x0bgenerations\x18\x07 \x01(\x04\x12\x14\n\x0cspend_micros\x18\x08 \x01(\x04\"\xab\x01\n\x12\x45xportUsageRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x30\n\x0cwindow_start\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nwindow_end\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12#\n\x06\x62ucket\x18\x04 \x01(\x0e\x32\x13.llm.v1.UsageBucket\"\xfa\x01\n\x08UsageRow\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x12\n\napi_key_id\x18\x02 \x01(\t\x12\x15\n\rmodel_version\x18\x03 \x01(\t\x12\x0f\n\x07\x61\x64\x61pter\x18\x04 \x01(\t\x12\x30\n\x0cperiod_start\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0cinput_tokens\x18\x06 \x01(\x04\x12\x1b\n\x13\x63\x61\x63hed_input_tokens\x18\x07 \x01(\x04\x12\x15\n\routput_tokens\x18\x08 \x01(\x04\x12\x10\n\x08requests\x18\t \x01(\x04\x12\x14\n\x0cspend_micros\x18\n \x01(\x04*X\n\x0bUsageBucket\x12\x1c\n\x18USAGE_BUCKET_UNSPECIFIED\x10\x00\x12\x14\n\x10USAGE_BUCKET_DAY\x10\x01\x12\x15\n\x11USAGE_BUCKET_HOUR\x10\x02\x32\x85\x01\n\x05Usage\x12=\n\x08GetUsage\x12\x17.llm.v1.GetUsageRequest\x1a\x18.llm.v1.GetUsageResponse\x12=\n\x0b\x45xportUsage\x12\x1a.llm.v1.ExportUsageRequest\x1a\x10.llm.v1.UsageRow0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'llm.v1.usage_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_USAGEBUCKET']._serialized_start=847
+  _globals['_USAGEBUCKET']._serialized_end=935
   _globals['_GETUSAGEREQUEST']._serialized_start=64
   _globals['_GETUSAGEREQUEST']._serialized_end=195
   _globals['_GETUSAGERESPONSE']._serialized_start=198
-  _globals['_GETUSAGERESPONSE']._serialized_end=396
-  _globals['_USAGE']._serialized_start=398
-  _globals['_USAGE']._serialized_end=468
+  _globals['_GETUSAGERESPONSE']._serialized_end=418
+  _globals['_EXPORTUSAGEREQUEST']._serialized_start=421
+  _globals['_EXPORTUSAGEREQUEST']._serialized_end=592
+  _globals['_USAGEROW']._serialized_start=595
+  _globals['_USAGEROW']._serialized_end=845
+  _globals['_USAGE']._serialized_start=938
+  _globals['_USAGE']._serialized_end=1071
 # @@protoc_insertion_point(module_scope)

@@ -26,7 +26,7 @@ if _version_not_supported:
 
 
 class UsageStub:
-    """Usage queries. A tenant sees only its own usage.
+    """Usage queries. A tenant sees only its own usage. Needs a key with the `usage` scope.
     """
 
     def __init__(self, channel):
@@ -40,14 +40,27 @@ class UsageStub:
                 request_serializer=llm_dot_v1_dot_usage__pb2.GetUsageRequest.SerializeToString,
                 response_deserializer=llm_dot_v1_dot_usage__pb2.GetUsageResponse.FromString,
                 _registered_method=True)
+        self.ExportUsage = channel.unary_stream(
+                '/llm.v1.Usage/ExportUsage',
+                request_serializer=llm_dot_v1_dot_usage__pb2.ExportUsageRequest.SerializeToString,
+                response_deserializer=llm_dot_v1_dot_usage__pb2.UsageRow.FromString,
+                _registered_method=True)
 
 
 class UsageServicer:
-    """Usage queries. A tenant sees only its own usage.
+    """Usage queries. A tenant sees only its own usage. Needs a key with the `usage` scope.
     """
 
     def GetUsage(self, request, context):
         """Recorded usage of the caller's tenant in a time window.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ExportUsage(self, request, context):
+        """The caller's sealed usage by key, model version and day (or hour), streamed: what an invoice
+        is made from (Admin.ExportUsage: every tenant's).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -61,6 +74,11 @@ def add_UsageServicer_to_server(servicer, server):
                     request_deserializer=llm_dot_v1_dot_usage__pb2.GetUsageRequest.FromString,
                     response_serializer=llm_dot_v1_dot_usage__pb2.GetUsageResponse.SerializeToString,
             ),
+            'ExportUsage': grpc.unary_stream_rpc_method_handler(
+                    servicer.ExportUsage,
+                    request_deserializer=llm_dot_v1_dot_usage__pb2.ExportUsageRequest.FromString,
+                    response_serializer=llm_dot_v1_dot_usage__pb2.UsageRow.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'llm.v1.Usage', rpc_method_handlers)
@@ -70,7 +88,7 @@ def add_UsageServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class Usage:
-    """Usage queries. A tenant sees only its own usage.
+    """Usage queries. A tenant sees only its own usage. Needs a key with the `usage` scope.
     """
 
     @staticmethod
@@ -90,6 +108,33 @@ class Usage:
             '/llm.v1.Usage/GetUsage',
             llm_dot_v1_dot_usage__pb2.GetUsageRequest.SerializeToString,
             llm_dot_v1_dot_usage__pb2.GetUsageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExportUsage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/llm.v1.Usage/ExportUsage',
+            llm_dot_v1_dot_usage__pb2.ExportUsageRequest.SerializeToString,
+            llm_dot_v1_dot_usage__pb2.UsageRow.FromString,
             options,
             channel_credentials,
             insecure,

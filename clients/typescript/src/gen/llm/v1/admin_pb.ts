@@ -6,15 +6,23 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_duration, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { ApiKeySchema, CreatedKeySchema, KeySettings, ListKeysResponseSchema, Tenant, TenantSchema, TenantSettings } from "./account_pb.js";
+import { file_llm_v1_account } from "./account_pb.js";
+import type { Generation_State } from "./generations_pb.js";
+import { file_llm_v1_generations } from "./generations_pb.js";
 import type { AliasRoute, AliasRouteSchema, ModelVersion, ModelVersionSchema } from "./models_pb.js";
 import { file_llm_v1_models } from "./models_pb.js";
+import type { ExportUsageRequestSchema, UsageRowSchema } from "./usage_pb.js";
+import { file_llm_v1_usage } from "./usage_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file llm/v1/admin.proto.
  */
 export const file_llm_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("ChJsbG0vdjEvYWRtaW4ucHJvdG8SBmxsbS52MSJaChtSZWdpc3Rlck1vZGVsVmVyc2lvblJlcXVlc3QSDAoEbmFtZRgBIAEoCRIUCgxhcnRpZmFjdF91cmkYAiABKAkSFwoPbWFuaWZlc3Rfc2hhMjU2GAMgASgJIjkKFFNldEFsaWFzUm91dGVSZXF1ZXN0EiEKBXJvdXRlGAEgASgLMhIubGxtLnYxLkFsaWFzUm91dGUiJwoSRHJhaW5Xb3JrZXJSZXF1ZXN0EhEKCXdvcmtlcl9pZBgBIAEoCSIpChRVbmRyYWluV29ya2VyUmVxdWVzdBIRCgl3b3JrZXJfaWQYASABKAkiFAoSTGlzdFdvcmtlcnNSZXF1ZXN0IjYKE0xpc3RXb3JrZXJzUmVzcG9uc2USHwoHd29ya2VycxgBIAMoCzIOLmxsbS52MS5Xb3JrZXIioAEKBldvcmtlchIRCgl3b3JrZXJfaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCRIXCg9sb2FkZWRfdmVyc2lvbnMYAyADKAkSDwoHaGVhbHRoeRgEIAEoCBIQCghkcmFpbmluZxgFIAEoCBIWCg5mcmVlX2t2X2Jsb2NrcxgGIAEoBBIeChZsYXN0X2hlYXJ0YmVhdF91bml4X21zGAcgASgDIoQBChdQdXNoTW9kZWxWZXJzaW9uUmVxdWVzdBISCghtYW5pZmVzdBgBIAEoDEgAEiYKBWNodW5rGAIgASgLMhUubGxtLnYxLkFydGlmYWN0Q2h1bmtIABINCgVhbGlhcxgDIAEoCRIWCg5jYW5hcnlfcGVyY2VudBgEIAEoDUIGCgRwYXJ0IjsKDUFydGlmYWN0Q2h1bmsSDAoEZmlsZRgBIAEoCRIOCgZvZmZzZXQYAiABKAQSDAoEZGF0YRgDIAEoDCJ9ChhQdXNoTW9kZWxWZXJzaW9uUmVzcG9uc2USJQoHdmVyc2lvbhgBIAEoCzIULmxsbS52MS5Nb2RlbFZlcnNpb24SFwoPYWxyZWFkeV9wcmVzZW50GAIgASgIEiEKBXJvdXRlGAMgASgLMhIubGxtLnYxLkFsaWFzUm91dGUiTAoYRmV0Y2hBcnRpZmFjdEZpbGVSZXF1ZXN0EhIKCnZlcnNpb25faWQYASABKAkSDAoEZmlsZRgCIAEoCRIOCgZvZmZzZXQYAyABKAQiOgoVUHJvbW90ZVZlcnNpb25SZXF1ZXN0Eg0KBWFsaWFzGAEgASgJEhIKCnZlcnNpb25faWQYAiABKAkiJQoUUm9sbGJhY2tBbGlhc1JlcXVlc3QSDQoFYWxpYXMYASABKAkiQAoUUmV0aXJlVmVyc2lvblJlcXVlc3QSEgoKdmVyc2lvbl9pZBgBIAEoCRIUCgxkZWxldGVfZmlsZXMYAiABKAgiKAoXTGlzdE1vZGVsQ2hhbmdlc1JlcXVlc3QSDQoFbGltaXQYASABKA0iQAoYTGlzdE1vZGVsQ2hhbmdlc1Jlc3BvbnNlEiQKB2NoYW5nZXMYASADKAsyEy5sbG0udjEuTW9kZWxDaGFuZ2UiqgEKC01vZGVsQ2hhbmdlEhIKCmF0X3VuaXhfbXMYASABKAMSDQoFYWN0b3IYAiABKAkSDgoGYWN0aW9uGAMgASgJEg0KBWFsaWFzGAQgASgJEhIKCnZlcnNpb25faWQYBSABKAkSIgoGYmVmb3JlGAYgASgLMhIubGxtLnYxLkFsaWFzUm91dGUSIQoFYWZ0ZXIYByABKAsyEi5sbG0udjEuQWxpYXNSb3V0ZTKsBgoFQWRtaW4SUQoUUmVnaXN0ZXJNb2RlbFZlcnNpb24SIy5sbG0udjEuUmVnaXN0ZXJNb2RlbFZlcnNpb25SZXF1ZXN0GhQubGxtLnYxLk1vZGVsVmVyc2lvbhJBCg1TZXRBbGlhc1JvdXRlEhwubGxtLnYxLlNldEFsaWFzUm91dGVSZXF1ZXN0GhIubGxtLnYxLkFsaWFzUm91dGUSOQoLRHJhaW5Xb3JrZXISGi5sbG0udjEuRHJhaW5Xb3JrZXJSZXF1ZXN0Gg4ubGxtLnYxLldvcmtlchI9Cg1VbmRyYWluV29ya2VyEhwubGxtLnYxLlVuZHJhaW5Xb3JrZXJSZXF1ZXN0Gg4ubGxtLnYxLldvcmtlchJGCgtMaXN0V29ya2VycxIaLmxsbS52MS5MaXN0V29ya2Vyc1JlcXVlc3QaGy5sbG0udjEuTGlzdFdvcmtlcnNSZXNwb25zZRJXChBQdXNoTW9kZWxWZXJzaW9uEh8ubGxtLnYxLlB1c2hNb2RlbFZlcnNpb25SZXF1ZXN0GiAubGxtLnYxLlB1c2hNb2RlbFZlcnNpb25SZXNwb25zZSgBEk4KEUZldGNoQXJ0aWZhY3RGaWxlEiAubGxtLnYxLkZldGNoQXJ0aWZhY3RGaWxlUmVxdWVzdBoVLmxsbS52MS5BcnRpZmFjdENodW5rMAESQwoOUHJvbW90ZVZlcnNpb24SHS5sbG0udjEuUHJvbW90ZVZlcnNpb25SZXF1ZXN0GhIubGxtLnYxLkFsaWFzUm91dGUSQQoNUm9sbGJhY2tBbGlhcxIcLmxsbS52MS5Sb2xsYmFja0FsaWFzUmVxdWVzdBoSLmxsbS52MS5BbGlhc1JvdXRlEkMKDVJldGlyZVZlcnNpb24SHC5sbG0udjEuUmV0aXJlVmVyc2lvblJlcXVlc3QaFC5sbG0udjEuTW9kZWxWZXJzaW9uElUKEExpc3RNb2RlbENoYW5nZXMSHy5sbG0udjEuTGlzdE1vZGVsQ2hhbmdlc1JlcXVlc3QaIC5sbG0udjEuTGlzdE1vZGVsQ2hhbmdlc1Jlc3BvbnNlYgZwcm90bzM", [file_llm_v1_models]);
+  fileDesc("ChJsbG0vdjEvYWRtaW4ucHJvdG8SBmxsbS52MSJaChtSZWdpc3Rlck1vZGVsVmVyc2lvblJlcXVlc3QSDAoEbmFtZRgBIAEoCRIUCgxhcnRpZmFjdF91cmkYAiABKAkSFwoPbWFuaWZlc3Rfc2hhMjU2GAMgASgJIjkKFFNldEFsaWFzUm91dGVSZXF1ZXN0EiEKBXJvdXRlGAEgASgLMhIubGxtLnYxLkFsaWFzUm91dGUiJwoSRHJhaW5Xb3JrZXJSZXF1ZXN0EhEKCXdvcmtlcl9pZBgBIAEoCSIpChRVbmRyYWluV29ya2VyUmVxdWVzdBIRCgl3b3JrZXJfaWQYASABKAkiFAoSTGlzdFdvcmtlcnNSZXF1ZXN0IjYKE0xpc3RXb3JrZXJzUmVzcG9uc2USHwoHd29ya2VycxgBIAMoCzIOLmxsbS52MS5Xb3JrZXIioAEKBldvcmtlchIRCgl3b3JrZXJfaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCRIXCg9sb2FkZWRfdmVyc2lvbnMYAyADKAkSDwoHaGVhbHRoeRgEIAEoCBIQCghkcmFpbmluZxgFIAEoCBIWCg5mcmVlX2t2X2Jsb2NrcxgGIAEoBBIeChZsYXN0X2hlYXJ0YmVhdF91bml4X21zGAcgASgDIoQBChdQdXNoTW9kZWxWZXJzaW9uUmVxdWVzdBISCghtYW5pZmVzdBgBIAEoDEgAEiYKBWNodW5rGAIgASgLMhUubGxtLnYxLkFydGlmYWN0Q2h1bmtIABINCgVhbGlhcxgDIAEoCRIWCg5jYW5hcnlfcGVyY2VudBgEIAEoDUIGCgRwYXJ0IjsKDUFydGlmYWN0Q2h1bmsSDAoEZmlsZRgBIAEoCRIOCgZvZmZzZXQYAiABKAQSDAoEZGF0YRgDIAEoDCJ9ChhQdXNoTW9kZWxWZXJzaW9uUmVzcG9uc2USJQoHdmVyc2lvbhgBIAEoCzIULmxsbS52MS5Nb2RlbFZlcnNpb24SFwoPYWxyZWFkeV9wcmVzZW50GAIgASgIEiEKBXJvdXRlGAMgASgLMhIubGxtLnYxLkFsaWFzUm91dGUiTAoYRmV0Y2hBcnRpZmFjdEZpbGVSZXF1ZXN0EhIKCnZlcnNpb25faWQYASABKAkSDAoEZmlsZRgCIAEoCRIOCgZvZmZzZXQYAyABKAQiOgoVUHJvbW90ZVZlcnNpb25SZXF1ZXN0Eg0KBWFsaWFzGAEgASgJEhIKCnZlcnNpb25faWQYAiABKAkiJQoUUm9sbGJhY2tBbGlhc1JlcXVlc3QSDQoFYWxpYXMYASABKAkiQAoUUmV0aXJlVmVyc2lvblJlcXVlc3QSEgoKdmVyc2lvbl9pZBgBIAEoCRIUCgxkZWxldGVfZmlsZXMYAiABKAgiKAoXTGlzdE1vZGVsQ2hhbmdlc1JlcXVlc3QSDQoFbGltaXQYASABKA0iQAoYTGlzdE1vZGVsQ2hhbmdlc1Jlc3BvbnNlEiQKB2NoYW5nZXMYASADKAsyEy5sbG0udjEuTW9kZWxDaGFuZ2UiqgEKC01vZGVsQ2hhbmdlEhIKCmF0X3VuaXhfbXMYASABKAMSDQoFYWN0b3IYAiABKAkSDgoGYWN0aW9uGAMgASgJEg0KBWFsaWFzGAQgASgJEhIKCnZlcnNpb25faWQYBSABKAkSIgoGYmVmb3JlGAYgASgLMhIubGxtLnYxLkFsaWFzUm91dGUSIQoFYWZ0ZXIYByABKAsyEi5sbG0udjEuQWxpYXNSb3V0ZSJSChNDcmVhdGVUZW5hbnRSZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRIoCghzZXR0aW5ncxgCIAEoCzIWLmxsbS52MS5UZW5hbnRTZXR0aW5ncyL0AwoTVXBkYXRlVGVuYW50UmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkSEwoGd2VpZ2h0GAIgASgBSACIAQESJwoabWF4X2NvbmN1cnJlbnRfZ2VuZXJhdGlvbnMYAyABKA1IAYgBARIkChdpbnB1dF90b2tlbnNfcGVyX21pbnV0ZRgEIAEoDUgCiAEBEiUKGG91dHB1dF90b2tlbnNfcGVyX21pbnV0ZRgFIAEoDUgDiAEBEh4KEW1heF9xdWV1ZWRfdG9rZW5zGAYgASgNSASIAQESIgoVbW9udGhseV9idWRnZXRfbWljcm9zGAcgASgESAWIAQESGQoRbm9fbW9udGhseV9idWRnZXQYCCABKAgSKQoOYWxsb3dlZF9tb2RlbHMYCSABKAsyES5sbG0udjEuTW9kZWxMaXN0EhUKCGRpc2FibGVkGAogASgISAaIAQFCCQoHX3dlaWdodEIdChtfbWF4X2NvbmN1cnJlbnRfZ2VuZXJhdGlvbnNCGgoYX2lucHV0X3Rva2Vuc19wZXJfbWludXRlQhsKGV9vdXRwdXRfdG9rZW5zX3Blcl9taW51dGVCFAoSX21heF9xdWV1ZWRfdG9rZW5zQhgKFl9tb250aGx5X2J1ZGdldF9taWNyb3NCCwoJX2Rpc2FibGVkIhwKCU1vZGVsTGlzdBIPCgdhbGlhc2VzGAEgAygJIhQKEkxpc3RUZW5hbnRzUmVxdWVzdCI2ChNMaXN0VGVuYW50c1Jlc3BvbnNlEh8KB3RlbmFudHMYASADKAsyDi5sbG0udjEuVGVuYW50In4KE0NyZWF0ZUFwaUtleVJlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEiUKCHNldHRpbmdzGAIgASgLMhMubGxtLnYxLktleVNldHRpbmdzEi0KCmV4cGlyZXNfaW4YAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iJwoSTGlzdEFwaUtleXNSZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCSKkAgoTVXBkYXRlQXBpS2V5UmVxdWVzdBIOCgZrZXlfaWQYASABKAkSEQoEbmFtZRgCIAEoCUgAiAEBEg4KBnNjb3BlcxgDIAMoCRIkChdpbnB1dF90b2tlbnNfcGVyX21pbnV0ZRgEIAEoDUgBiAEBEiUKGG91dHB1dF90b2tlbnNfcGVyX21pbnV0ZRgFIAEoDUgCiAEBEiIKFW1vbnRobHlfYnVkZ2V0X21pY3JvcxgGIAEoBEgDiAEBEg0KBWNsZWFyGAcgAygJQgcKBV9uYW1lQhoKGF9pbnB1dF90b2tlbnNfcGVyX21pbnV0ZUIbChlfb3V0cHV0X3Rva2Vuc19wZXJfbWludXRlQhgKFl9tb250aGx5X2J1ZGdldF9taWNyb3MiJQoTUmV2b2tlQXBpS2V5UmVxdWVzdBIOCgZrZXlfaWQYASABKAkiUQoTUm90YXRlQXBpS2V5UmVxdWVzdBIOCgZrZXlfaWQYASABKAkSKgoHb3ZlcmxhcBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiI8ChhMaXN0VGVuYW50Q2hhbmdlc1JlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEg0KBWxpbWl0GAIgASgNIkIKGUxpc3RUZW5hbnRDaGFuZ2VzUmVzcG9uc2USJQoHY2hhbmdlcxgBIAMoCzIULmxsbS52MS5UZW5hbnRDaGFuZ2UiigEKDFRlbmFudENoYW5nZRImCgJhdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDQoFYWN0b3IYAiABKAkSDgoGYWN0aW9uGAMgASgJEg4KBnRlbmFudBgEIAEoCRIOCgZrZXlfaWQYBSABKAkSEwoLZGV0YWlsX2pzb24YBiABKAkipwEKFFNldE1vZGVsUHJpY2VSZXF1ZXN0Eg0KBW1vZGVsGAEgASgJEhYKDmlucHV0X3Blcl9tdG9rGAIgASgEEh0KFWNhY2hlZF9pbnB1dF9wZXJfbXRvaxgDIAEoBBIXCg9vdXRwdXRfcGVyX210b2sYBCABKAQSMAoMZWZmZWN0aXZlX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI7ChVTZXRNb2RlbFByaWNlUmVzcG9uc2USIgoGcHJpY2VzGAEgAygLMhIubGxtLnYxLk1vZGVsUHJpY2Ui4QEKCk1vZGVsUHJpY2USFQoNbW9kZWxfdmVyc2lvbhgBIAEoCRIWCg5pbnB1dF9wZXJfbXRvaxgCIAEoBBIdChVjYWNoZWRfaW5wdXRfcGVyX210b2sYAyABKAQSFwoPb3V0cHV0X3Blcl9tdG9rGAQgASgEEjAKDGVmZmVjdGl2ZV9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKgoGc2V0X2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZzZXRfYnkYByABKAkiLwoWTGlzdE1vZGVsUHJpY2VzUmVxdWVzdBIVCg1tb2RlbF92ZXJzaW9uGAEgASgJIj0KF0xpc3RNb2RlbFByaWNlc1Jlc3BvbnNlEiIKBnByaWNlcxgBIAMoCzISLmxsbS52MS5Nb2RlbFByaWNlImQKFkxpc3RHZW5lcmF0aW9uc1JlcXVlc3QSKAoGc3RhdGVzGAEgAygOMhgubGxtLnYxLkdlbmVyYXRpb24uU3RhdGUSEQoJdGVuYW50X2lkGAIgASgJEg0KBWxpbWl0GAMgASgNIrUBChdMaXN0R2VuZXJhdGlvbnNSZXNwb25zZRI7CgZjb3VudHMYASADKAsyKy5sbG0udjEuTGlzdEdlbmVyYXRpb25zUmVzcG9uc2UuQ291bnRzRW50cnkSLgoLZ2VuZXJhdGlvbnMYAiADKAsyGS5sbG0udjEuR2VuZXJhdGlvblN1bW1hcnkaLQoLQ291bnRzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgEOgI4ASLvAQoRR2VuZXJhdGlvblN1bW1hcnkSFQoNZ2VuZXJhdGlvbl9pZBgBIAEoCRIOCgZ0ZW5hbnQYAiABKAkSEgoKYXBpX2tleV9pZBgDIAEoCRIVCg1tb2RlbF92ZXJzaW9uGAQgASgJEicKBXN0YXRlGAUgASgOMhgubGxtLnYxLkdlbmVyYXRpb24uU3RhdGUSLgoKY3JlYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFgoOb3duZXJfZnJvbnRlbmQYByABKAkSFwoPcmVzZXJ2ZWRfdG9rZW5zGAggASgEMr4NCgVBZG1pbhJRChRSZWdpc3Rlck1vZGVsVmVyc2lvbhIjLmxsbS52MS5SZWdpc3Rlck1vZGVsVmVyc2lvblJlcXVlc3QaFC5sbG0udjEuTW9kZWxWZXJzaW9uEkEKDVNldEFsaWFzUm91dGUSHC5sbG0udjEuU2V0QWxpYXNSb3V0ZVJlcXVlc3QaEi5sbG0udjEuQWxpYXNSb3V0ZRI5CgtEcmFpbldvcmtlchIaLmxsbS52MS5EcmFpbldvcmtlclJlcXVlc3QaDi5sbG0udjEuV29ya2VyEj0KDVVuZHJhaW5Xb3JrZXISHC5sbG0udjEuVW5kcmFpbldvcmtlclJlcXVlc3QaDi5sbG0udjEuV29ya2VyEkYKC0xpc3RXb3JrZXJzEhoubGxtLnYxLkxpc3RXb3JrZXJzUmVxdWVzdBobLmxsbS52MS5MaXN0V29ya2Vyc1Jlc3BvbnNlElcKEFB1c2hNb2RlbFZlcnNpb24SHy5sbG0udjEuUHVzaE1vZGVsVmVyc2lvblJlcXVlc3QaIC5sbG0udjEuUHVzaE1vZGVsVmVyc2lvblJlc3BvbnNlKAESTgoRRmV0Y2hBcnRpZmFjdEZpbGUSIC5sbG0udjEuRmV0Y2hBcnRpZmFjdEZpbGVSZXF1ZXN0GhUubGxtLnYxLkFydGlmYWN0Q2h1bmswARJDCg5Qcm9tb3RlVmVyc2lvbhIdLmxsbS52MS5Qcm9tb3RlVmVyc2lvblJlcXVlc3QaEi5sbG0udjEuQWxpYXNSb3V0ZRJBCg1Sb2xsYmFja0FsaWFzEhwubGxtLnYxLlJvbGxiYWNrQWxpYXNSZXF1ZXN0GhIubGxtLnYxLkFsaWFzUm91dGUSQwoNUmV0aXJlVmVyc2lvbhIcLmxsbS52MS5SZXRpcmVWZXJzaW9uUmVxdWVzdBoULmxsbS52MS5Nb2RlbFZlcnNpb24SVQoQTGlzdE1vZGVsQ2hhbmdlcxIfLmxsbS52MS5MaXN0TW9kZWxDaGFuZ2VzUmVxdWVzdBogLmxsbS52MS5MaXN0TW9kZWxDaGFuZ2VzUmVzcG9uc2USOwoMQ3JlYXRlVGVuYW50EhsubGxtLnYxLkNyZWF0ZVRlbmFudFJlcXVlc3QaDi5sbG0udjEuVGVuYW50EjsKDFVwZGF0ZVRlbmFudBIbLmxsbS52MS5VcGRhdGVUZW5hbnRSZXF1ZXN0Gg4ubGxtLnYxLlRlbmFudBJGCgtMaXN0VGVuYW50cxIaLmxsbS52MS5MaXN0VGVuYW50c1JlcXVlc3QaGy5sbG0udjEuTGlzdFRlbmFudHNSZXNwb25zZRI/CgxDcmVhdGVBcGlLZXkSGy5sbG0udjEuQ3JlYXRlQXBpS2V5UmVxdWVzdBoSLmxsbS52MS5DcmVhdGVkS2V5EkMKC0xpc3RBcGlLZXlzEhoubGxtLnYxLkxpc3RBcGlLZXlzUmVxdWVzdBoYLmxsbS52MS5MaXN0S2V5c1Jlc3BvbnNlEjsKDFVwZGF0ZUFwaUtleRIbLmxsbS52MS5VcGRhdGVBcGlLZXlSZXF1ZXN0Gg4ubGxtLnYxLkFwaUtleRI7CgxSZXZva2VBcGlLZXkSGy5sbG0udjEuUmV2b2tlQXBpS2V5UmVxdWVzdBoOLmxsbS52MS5BcGlLZXkSPwoMUm90YXRlQXBpS2V5EhsubGxtLnYxLlJvdGF0ZUFwaUtleVJlcXVlc3QaEi5sbG0udjEuQ3JlYXRlZEtleRJYChFMaXN0VGVuYW50Q2hhbmdlcxIgLmxsbS52MS5MaXN0VGVuYW50Q2hhbmdlc1JlcXVlc3QaIS5sbG0udjEuTGlzdFRlbmFudENoYW5nZXNSZXNwb25zZRJMCg1TZXRNb2RlbFByaWNlEhwubGxtLnYxLlNldE1vZGVsUHJpY2VSZXF1ZXN0Gh0ubGxtLnYxLlNldE1vZGVsUHJpY2VSZXNwb25zZRJSCg9MaXN0TW9kZWxQcmljZXMSHi5sbG0udjEuTGlzdE1vZGVsUHJpY2VzUmVxdWVzdBofLmxsbS52MS5MaXN0TW9kZWxQcmljZXNSZXNwb25zZRI9CgtFeHBvcnRVc2FnZRIaLmxsbS52MS5FeHBvcnRVc2FnZVJlcXVlc3QaEC5sbG0udjEuVXNhZ2VSb3cwARJSCg9MaXN0R2VuZXJhdGlvbnMSHi5sbG0udjEuTGlzdEdlbmVyYXRpb25zUmVxdWVzdBofLmxsbS52MS5MaXN0R2VuZXJhdGlvbnNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_llm_v1_account, file_llm_v1_generations, file_llm_v1_models, file_llm_v1_usage]);
 
 /**
  * Names an artifact to register.
@@ -544,6 +552,690 @@ export const ModelChangeSchema: GenMessage<ModelChange> = /*@__PURE__*/
   messageDesc(file_llm_v1_admin, 16);
 
 /**
+ * A tenant to create.
+ *
+ * @generated from message llm.v1.CreateTenantRequest
+ */
+export type CreateTenantRequest = Message<"llm.v1.CreateTenantRequest"> & {
+  /**
+   * 1-128 letters, digits, '.', '_' or '-'
+   *
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+
+  /**
+   * zero quotas take the defaults of a config tenant
+   *
+   * @generated from field: llm.v1.TenantSettings settings = 2;
+   */
+  settings?: TenantSettings | undefined;
+};
+
+/**
+ * Describes the message llm.v1.CreateTenantRequest.
+ * Use `create(CreateTenantRequestSchema)` to create a new message.
+ */
+export const CreateTenantRequestSchema: GenMessage<CreateTenantRequest> = /*@__PURE__*/
+  messageDesc(file_llm_v1_admin, 17);
+
+/**
+ * The settings to change: only those set. A field left unset keeps its value.
+ *
+ * @generated from message llm.v1.UpdateTenantRequest
+ */
+export type UpdateTenantRequest = Message<"llm.v1.UpdateTenantRequest"> & {
+  /**
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+
+  /**
+   * @generated from field: optional double weight = 2;
+   */
+  weight?: number | undefined;
+
+  /**
+   * @generated from field: optional uint32 max_concurrent_generations = 3;
+   */
+  maxConcurrentGenerations?: number | undefined;
+
+  /**
+   * @generated from field: optional uint32 input_tokens_per_minute = 4;
+   */
+  inputTokensPerMinute?: number | undefined;
+
+  /**
+   * @generated from field: optional uint32 output_tokens_per_minute = 5;
+   */
+  outputTokensPerMinute?: number | undefined;
+
+  /**
+   * @generated from field: optional uint32 max_queued_tokens = 6;
+   */
+  maxQueuedTokens?: number | undefined;
+
+  /**
+   * micro-USD per calendar month
+   *
+   * @generated from field: optional uint64 monthly_budget_micros = 7;
+   */
+  monthlyBudgetMicros?: bigint | undefined;
+
+  /**
+   * removes the budget
+   *
+   * @generated from field: bool no_monthly_budget = 8;
+   */
+  noMonthlyBudget: boolean;
+
+  /**
+   * set: the aliases it may use (empty: every model)
+   *
+   * @generated from field: llm.v1.ModelList allowed_models = 9;
+   */
+  allowedModels?: ModelList | undefined;
+
+  /**
+   * disables or enables it
+   *
+   * @generated from field: optional bool disabled = 10;
+   */
+  disabled?: boolean | undefined;
+};
+
+/**
+ * Describes the message llm.v1.UpdateTenantRequest.
+ * Use `create(UpdateTenantRequestSchema)` to create a new message.
+ */
+export const UpdateTenantRequestSchema: GenMessage<UpdateTenantRequest> = /*@__PURE__*/
+  messageDesc(file_llm_v1_admin, 18);
+
+/**
+ * A list of aliases (a message, so that "unchanged" and "every model" differ).
+ *
+ * @generated from message llm.v1.ModelList
+ */
+export type ModelList = Message<"llm.v1.ModelList"> & {
+  /**
+   * @generated from field: repeated string aliases = 1;
+   */
+  aliases: string[];
+};
+
+/**
+ * Describes the message llm.v1.ModelList.
+ * Use `create(ModelListSchema)` to create a new message.
+ */
+export const ModelListSchema: GenMessage<ModelList> = /*@__PURE__*/
+  messageDesc(file_llm_v1_admin, 19);
+
+/**
+ * No filters yet.
+ *
+ * @generated from message llm.v1.ListTenantsRequest
+ */
+export type ListTenantsRequest = Message<"llm.v1.ListTenantsRequest"> & {
+};
+
+/**
+ * Describes the message llm.v1.ListTenantsRequest.
+ * Use `create(ListTenantsRequestSchema)` to create a new message.
+ */
+export const ListTenantsRequestSchema: GenMessage<ListTenantsRequest> = /*@__PURE__*/
+  messageDesc(file_llm_v1_admin, 20);
+
+/**
+ * Every tenant, by id.
+ *
+ * @generated from message llm.v1.ListTenantsResponse
+ */
+export type ListTenantsResponse = Message<"llm.v1.ListTenantsResponse"> & {
+  /**
+   * @generated from field: repeated llm.v1.Tenant tenants = 1;
+   */
+  tenants: Tenant[];
+};
+
+/**
+ * Describes the message llm.v1.ListTenantsResponse.
+ * Use `create(ListTenantsResponseSchema)` to create a new message.
+ */
+export const ListTenantsResponseSchema: GenMessage<ListTenantsResponse> = /*@__PURE__*/
+  messageDesc(file_llm_v1_admin, 21);
+
+/**
+ * A key to create.
+ *
+ * @generated from message llm.v1.CreateApiKeyRequest
+ */
+export type CreateApiKeyRequest = Message<"llm.v1.CreateApiKeyRequest"> & {
+  /**
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+
+  /**
+   * @generated from field: llm.v1.KeySettings settings = 2;
+   */
+  settings?: KeySettings | undefined;
+
+  /**
+   * set: expires this long from now (overrides expires_at)
+   *
+   * @generated from field: google.protobuf.Duration expires_in = 3;
+   */
+  expiresIn?: Duration | undefined;
+};
+
+/**
+ * Describes the message llm.v1.CreateApiKeyRequest.
+ * Use `create(CreateApiKeyRequestSchema)` to create a new message.
+ */
+export const CreateApiKeyRequestSchema: GenMessage<CreateApiKeyRequest> = /*@__PURE__*/
+  messageDesc(file_llm_v1_admin, 22);
+
+/**
+ * Whose keys.
+ *
+ * @generated from message llm.v1.ListApiKeysRequest
+ */
+export type ListApiKeysRequest = Message<"llm.v1.ListApiKeysRequest"> & {
+  /**
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+};
+
+/**
+ * Describes the message llm.v1.ListApiKeysRequest.
+ * Use `create(ListApiKeysRequestSchema)` to create a new message.
+ */
+export const ListApiKeysRequestSchema: GenMessage<ListApiKeysRequest> = /*@__PURE__*/
+  messageDesc(file_llm_v1_admin, 23);
+
+/**
+ * The key settings to change: only those set.
+ *
+ * @generated from message llm.v1.UpdateApiKeyRequest
+ */
+export type UpdateApiKeyRequest = Message<"llm.v1.UpdateApiKeyRequest"> & {
+  /**
+   * @generated from field: string key_id = 1;
+   */
+  keyId: string;
+
+  /**
+   * @generated from field: optional string name = 2;
+   */
+  name?: string | undefined;
+
+  /**
+   * non-empty: the new scopes
+   *
+   * @generated from field: repeated string scopes = 3;
+   */
+  scopes: string[];
+
+  /**
+   * @generated from field: optional uint32 input_tokens_per_minute = 4;
+   */
+  inputTokensPerMinute?: number | undefined;
+
+  /**
+   * @generated from field: optional uint32 output_tokens_per_minute = 5;
+   */
+  outputTokensPerMinute?: number | undefined;
+
+  /**
+   * @generated from field: optional uint64 monthly_budget_micros = 6;
+   */
+  monthlyBudgetMicros?: bigint | undefined;
+
+  /**
+   * of the three limits above: remove these
+   *
+   * @generated from field: repeated string clear = 7;
+   */
+  clear: string[];
+};
+
+/**
+ * Describes the message llm.v1.UpdateApiKeyRequest.
+ * Use `create(UpdateApiKeyRequestSchema)` to create a new message.
+ */
+export const UpdateApiKeyRequestSchema: GenMessage<UpdateApiKeyRequest> = /*@__PURE__*/
+  messageDesc(file_llm_v1_admin, 24);
+
+/**
+ * Which key to revoke.
+ *
+ * @generated from message llm.v1.RevokeApiKeyRequest
+ */
+export type RevokeApiKeyRequest = Message<"llm.v1.RevokeApiKeyRequest"> & {
+  /**
+   * @generated from field: string key_id = 1;
+   */
+  keyId: string;
+};
+
+/**
+ * Describes the message llm.v1.RevokeApiKeyRequest.
+ * Use `create(RevokeApiKeyRequestSchema)` to create a new message.
+ */
+export const RevokeApiKeyRequestSchema: GenMessage<RevokeApiKeyRequest> = /*@__PURE__*/
+  messageDesc(file_llm_v1_admin, 25);
+
+/**
+ * Which key to rotate.
+ *
+ * @generated from message llm.v1.RotateApiKeyRequest
+ */
+export type RotateApiKeyRequest = Message<"llm.v1.RotateApiKeyRequest"> & {
+  /**
+   * @generated from field: string key_id = 1;
+   */
+  keyId: string;
+
+  /**
+   * how long the old secret keeps working; unset: the
+   *
+   * @generated from field: google.protobuf.Duration overlap = 2;
+   */
+  overlap?: Duration | undefined;
+};
+
+/**
+ * Describes the message llm.v1.RotateApiKeyRequest.
+ * Use `create(RotateApiKeyRequestSchema)` to create a new message.
+ */
+export const RotateApiKeyRequestSchema: GenMessage<RotateApiKeyRequest> = /*@__PURE__*/
+  messageDesc(file_llm_v1_admin, 26);
+
+/**
+ * Which changes.
+ *
+ * @generated from message llm.v1.ListTenantChangesRequest
+ */
+export type ListTenantChangesRequest = Message<"llm.v1.ListTenantChangesRequest"> & {
+  /**
+   * empty: every tenant's
+   *
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+
+  /**
+   * newest first; 0: 100
+   *
+   * @generated from field: uint32 limit = 2;
+   */
+  limit: number;
+};
+
+/**
+ * Describes the message llm.v1.ListTenantChangesRequest.
+ * Use `create(ListTenantChangesRequestSchema)` to create a new message.
+ */
+export const ListTenantChangesRequestSchema: GenMessage<ListTenantChangesRequest> = /*@__PURE__*/
+  messageDesc(file_llm_v1_admin, 27);
+
+/**
+ * Recorded changes.
+ *
+ * @generated from message llm.v1.ListTenantChangesResponse
+ */
+export type ListTenantChangesResponse = Message<"llm.v1.ListTenantChangesResponse"> & {
+  /**
+   * @generated from field: repeated llm.v1.TenantChange changes = 1;
+   */
+  changes: TenantChange[];
+};
+
+/**
+ * Describes the message llm.v1.ListTenantChangesResponse.
+ * Use `create(ListTenantChangesResponseSchema)` to create a new message.
+ */
+export const ListTenantChangesResponseSchema: GenMessage<ListTenantChangesResponse> = /*@__PURE__*/
+  messageDesc(file_llm_v1_admin, 28);
+
+/**
+ * One recorded change to a tenant or one of its keys.
+ *
+ * @generated from message llm.v1.TenantChange
+ */
+export type TenantChange = Message<"llm.v1.TenantChange"> & {
+  /**
+   * @generated from field: google.protobuf.Timestamp at = 1;
+   */
+  at?: Timestamp | undefined;
+
+  /**
+   * "config", the operator and admin key fingerprint, or a tenant's key
+   *
+   * @generated from field: string actor = 2;
+   */
+  actor: string;
+
+  /**
+   * TENANT_CREATE, TENANT_UPDATE, TENANT_DISABLE, TENANT_ENABLE, KEY_CREATE,
+   *
+   * @generated from field: string action = 3;
+   */
+  action: string;
+
+  /**
+   * KEY_UPDATE, KEY_ROTATE, KEY_REVOKE
+   *
+   * @generated from field: string tenant = 4;
+   */
+  tenant: string;
+
+  /**
+   * @generated from field: string key_id = 5;
+   */
+  keyId: string;
+
+  /**
+   * the settings set, as a JSON object (never a secret)
+   *
+   * @generated from field: string detail_json = 6;
+   */
+  detailJson: string;
+};
+
+/**
+ * Describes the message llm.v1.TenantChange.
+ * Use `create(TenantChangeSchema)` to create a new message.
+ */
+export const TenantChangeSchema: GenMessage<TenantChange> = /*@__PURE__*/
+  messageDesc(file_llm_v1_admin, 29);
+
+/**
+ * A price to record.
+ *
+ * @generated from message llm.v1.SetModelPriceRequest
+ */
+export type SetModelPriceRequest = Message<"llm.v1.SetModelPriceRequest"> & {
+  /**
+   * a version id, or an alias (every version it routes to now)
+   *
+   * @generated from field: string model = 1;
+   */
+  model: string;
+
+  /**
+   * micro-USD per million prompt tokens
+   *
+   * @generated from field: uint64 input_per_mtok = 2;
+   */
+  inputPerMtok: bigint;
+
+  /**
+   * ... per million prompt tokens from the prefix cache
+   *
+   * @generated from field: uint64 cached_input_per_mtok = 3;
+   */
+  cachedInputPerMtok: bigint;
+
+  /**
+   * ... per million output tokens
+   *
+   * @generated from field: uint64 output_per_mtok = 4;
+   */
+  outputPerMtok: bigint;
+
+  /**
+   * unset: now
+   *
+   * @generated from field: google.protobuf.Timestamp effective_at = 5;
+   */
+  effectiveAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message llm.v1.SetModelPriceRequest.
+ * Use `create(SetModelPriceRequestSchema)` to create a new message.
+ */
+export const SetModelPriceRequestSchema: GenMessage<SetModelPriceRequest> = /*@__PURE__*/
+  messageDesc(file_llm_v1_admin, 30);
+
+/**
+ * The prices recorded.
+ *
+ * @generated from message llm.v1.SetModelPriceResponse
+ */
+export type SetModelPriceResponse = Message<"llm.v1.SetModelPriceResponse"> & {
+  /**
+   * @generated from field: repeated llm.v1.ModelPrice prices = 1;
+   */
+  prices: ModelPrice[];
+};
+
+/**
+ * Describes the message llm.v1.SetModelPriceResponse.
+ * Use `create(SetModelPriceResponseSchema)` to create a new message.
+ */
+export const SetModelPriceResponseSchema: GenMessage<SetModelPriceResponse> = /*@__PURE__*/
+  messageDesc(file_llm_v1_admin, 31);
+
+/**
+ * One recorded price of a version.
+ *
+ * @generated from message llm.v1.ModelPrice
+ */
+export type ModelPrice = Message<"llm.v1.ModelPrice"> & {
+  /**
+   * "name@version"
+   *
+   * @generated from field: string model_version = 1;
+   */
+  modelVersion: string;
+
+  /**
+   * micro-USD per million tokens
+   *
+   * @generated from field: uint64 input_per_mtok = 2;
+   */
+  inputPerMtok: bigint;
+
+  /**
+   * @generated from field: uint64 cached_input_per_mtok = 3;
+   */
+  cachedInputPerMtok: bigint;
+
+  /**
+   * @generated from field: uint64 output_per_mtok = 4;
+   */
+  outputPerMtok: bigint;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp effective_at = 5;
+   */
+  effectiveAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp set_at = 6;
+   */
+  setAt?: Timestamp | undefined;
+
+  /**
+   * the operator and admin key fingerprint
+   *
+   * @generated from field: string set_by = 7;
+   */
+  setBy: string;
+};
+
+/**
+ * Describes the message llm.v1.ModelPrice.
+ * Use `create(ModelPriceSchema)` to create a new message.
+ */
+export const ModelPriceSchema: GenMessage<ModelPrice> = /*@__PURE__*/
+  messageDesc(file_llm_v1_admin, 32);
+
+/**
+ * Which prices.
+ *
+ * @generated from message llm.v1.ListModelPricesRequest
+ */
+export type ListModelPricesRequest = Message<"llm.v1.ListModelPricesRequest"> & {
+  /**
+   * empty: every version's
+   *
+   * @generated from field: string model_version = 1;
+   */
+  modelVersion: string;
+};
+
+/**
+ * Describes the message llm.v1.ListModelPricesRequest.
+ * Use `create(ListModelPricesRequestSchema)` to create a new message.
+ */
+export const ListModelPricesRequestSchema: GenMessage<ListModelPricesRequest> = /*@__PURE__*/
+  messageDesc(file_llm_v1_admin, 33);
+
+/**
+ * Recorded prices, newest effective first.
+ *
+ * @generated from message llm.v1.ListModelPricesResponse
+ */
+export type ListModelPricesResponse = Message<"llm.v1.ListModelPricesResponse"> & {
+  /**
+   * @generated from field: repeated llm.v1.ModelPrice prices = 1;
+   */
+  prices: ModelPrice[];
+};
+
+/**
+ * Describes the message llm.v1.ListModelPricesResponse.
+ * Use `create(ListModelPricesResponseSchema)` to create a new message.
+ */
+export const ListModelPricesResponseSchema: GenMessage<ListModelPricesResponse> = /*@__PURE__*/
+  messageDesc(file_llm_v1_admin, 34);
+
+/**
+ * Which generations.
+ *
+ * @generated from message llm.v1.ListGenerationsRequest
+ */
+export type ListGenerationsRequest = Message<"llm.v1.ListGenerationsRequest"> & {
+  /**
+   * empty: QUEUED and RUNNING
+   *
+   * @generated from field: repeated llm.v1.Generation.State states = 1;
+   */
+  states: Generation_State[];
+
+  /**
+   * empty: every tenant's
+   *
+   * @generated from field: string tenant_id = 2;
+   */
+  tenantId: string;
+
+  /**
+   * newest first; 0: 100
+   *
+   * @generated from field: uint32 limit = 3;
+   */
+  limit: number;
+};
+
+/**
+ * Describes the message llm.v1.ListGenerationsRequest.
+ * Use `create(ListGenerationsRequestSchema)` to create a new message.
+ */
+export const ListGenerationsRequestSchema: GenMessage<ListGenerationsRequest> = /*@__PURE__*/
+  messageDesc(file_llm_v1_admin, 35);
+
+/**
+ * Generations by state.
+ *
+ * @generated from message llm.v1.ListGenerationsResponse
+ */
+export type ListGenerationsResponse = Message<"llm.v1.ListGenerationsResponse"> & {
+  /**
+   * state name -> generations in it (of those asked)
+   *
+   * @generated from field: map<string, uint64> counts = 1;
+   */
+  counts: { [key: string]: bigint };
+
+  /**
+   * the newest, at most `limit`
+   *
+   * @generated from field: repeated llm.v1.GenerationSummary generations = 2;
+   */
+  generations: GenerationSummary[];
+};
+
+/**
+ * Describes the message llm.v1.ListGenerationsResponse.
+ * Use `create(ListGenerationsResponseSchema)` to create a new message.
+ */
+export const ListGenerationsResponseSchema: GenMessage<ListGenerationsResponse> = /*@__PURE__*/
+  messageDesc(file_llm_v1_admin, 36);
+
+/**
+ * A generation as the fleet's record has it (no prompt, no output).
+ *
+ * @generated from message llm.v1.GenerationSummary
+ */
+export type GenerationSummary = Message<"llm.v1.GenerationSummary"> & {
+  /**
+   * @generated from field: string generation_id = 1;
+   */
+  generationId: string;
+
+  /**
+   * @generated from field: string tenant = 2;
+   */
+  tenant: string;
+
+  /**
+   * @generated from field: string api_key_id = 3;
+   */
+  apiKeyId: string;
+
+  /**
+   * @generated from field: string model_version = 4;
+   */
+  modelVersion: string;
+
+  /**
+   * @generated from field: llm.v1.Generation.State state = 5;
+   */
+  state: Generation_State;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 6;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * the frontend replica running it
+   *
+   * @generated from field: string owner_frontend = 7;
+   */
+  ownerFrontend: string;
+
+  /**
+   * prompt + max output
+   *
+   * @generated from field: uint64 reserved_tokens = 8;
+   */
+  reservedTokens: bigint;
+};
+
+/**
+ * Describes the message llm.v1.GenerationSummary.
+ * Use `create(GenerationSummarySchema)` to create a new message.
+ */
+export const GenerationSummarySchema: GenMessage<GenerationSummary> = /*@__PURE__*/
+  messageDesc(file_llm_v1_admin, 37);
+
+/**
  * Model rollout and worker management.
  *
  * @generated from service llm.v1.Admin
@@ -665,6 +1357,140 @@ export const Admin: GenService<{
     methodKind: "unary";
     input: typeof ListModelChangesRequestSchema;
     output: typeof ListModelChangesResponseSchema;
+  },
+  /**
+   * Creates a tenant (ALREADY_EXISTS if the id is taken).
+   *
+   * @generated from rpc llm.v1.Admin.CreateTenant
+   */
+  createTenant: {
+    methodKind: "unary";
+    input: typeof CreateTenantRequestSchema;
+    output: typeof TenantSchema;
+  },
+  /**
+   * Changes the settings the request sets; `disabled` disables (no new generations; running ones
+   * finish) or enables it.
+   *
+   * @generated from rpc llm.v1.Admin.UpdateTenant
+   */
+  updateTenant: {
+    methodKind: "unary";
+    input: typeof UpdateTenantRequestSchema;
+    output: typeof TenantSchema;
+  },
+  /**
+   * Every tenant with its settings and this month's spend.
+   *
+   * @generated from rpc llm.v1.Admin.ListTenants
+   */
+  listTenants: {
+    methodKind: "unary";
+    input: typeof ListTenantsRequestSchema;
+    output: typeof ListTenantsResponseSchema;
+  },
+  /**
+   * A new key of a tenant; its secret is in this answer only.
+   *
+   * @generated from rpc llm.v1.Admin.CreateApiKey
+   */
+  createApiKey: {
+    methodKind: "unary";
+    input: typeof CreateApiKeyRequestSchema;
+    output: typeof CreatedKeySchema;
+  },
+  /**
+   * A tenant's keys (revoked ones too), with when each was last used; never a secret.
+   *
+   * @generated from rpc llm.v1.Admin.ListApiKeys
+   */
+  listApiKeys: {
+    methodKind: "unary";
+    input: typeof ListApiKeysRequestSchema;
+    output: typeof ListKeysResponseSchema;
+  },
+  /**
+   * Changes a key's name, scopes, own rate limits or budget.
+   *
+   * @generated from rpc llm.v1.Admin.UpdateApiKey
+   */
+  updateApiKey: {
+    methodKind: "unary";
+    input: typeof UpdateApiKeyRequestSchema;
+    output: typeof ApiKeySchema;
+  },
+  /**
+   * Revokes a key: new generations with it are refused at once, every other call within the
+   * catalog refresh. Again: a no-op.
+   *
+   * @generated from rpc llm.v1.Admin.RevokeApiKey
+   */
+  revokeApiKey: {
+    methodKind: "unary";
+    input: typeof RevokeApiKeyRequestSchema;
+    output: typeof ApiKeySchema;
+  },
+  /**
+   * A new secret for a key (same id, usage, limits and budget); the old one keeps working for the
+   * overlap, then is refused.
+   *
+   * @generated from rpc llm.v1.Admin.RotateApiKey
+   */
+  rotateApiKey: {
+    methodKind: "unary";
+    input: typeof RotateApiKeyRequestSchema;
+    output: typeof CreatedKeySchema;
+  },
+  /**
+   * The recorded tenant and key changes, newest first.
+   *
+   * @generated from rpc llm.v1.Admin.ListTenantChanges
+   */
+  listTenantChanges: {
+    methodKind: "unary";
+    input: typeof ListTenantChangesRequestSchema;
+    output: typeof ListTenantChangesResponseSchema;
+  },
+  /**
+   * Prices a model version (or every version an alias routes to) from a time on; generations are
+   * billed at the price in effect when they were admitted.
+   *
+   * @generated from rpc llm.v1.Admin.SetModelPrice
+   */
+  setModelPrice: {
+    methodKind: "unary";
+    input: typeof SetModelPriceRequestSchema;
+    output: typeof SetModelPriceResponseSchema;
+  },
+  /**
+   * The recorded prices, newest effective first.
+   *
+   * @generated from rpc llm.v1.Admin.ListModelPrices
+   */
+  listModelPrices: {
+    methodKind: "unary";
+    input: typeof ListModelPricesRequestSchema;
+    output: typeof ListModelPricesResponseSchema;
+  },
+  /**
+   * Sealed usage of every tenant (or one) by tenant, key, version and day (or hour), streamed.
+   *
+   * @generated from rpc llm.v1.Admin.ExportUsage
+   */
+  exportUsage: {
+    methodKind: "server_streaming";
+    input: typeof ExportUsageRequestSchema;
+    output: typeof UsageRowSchema;
+  },
+  /**
+   * Generations by state across the fleet (the store's record): counts, and the newest of them.
+   *
+   * @generated from rpc llm.v1.Admin.ListGenerations
+   */
+  listGenerations: {
+    methodKind: "unary";
+    input: typeof ListGenerationsRequestSchema;
+    output: typeof ListGenerationsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_llm_v1_admin, 0);

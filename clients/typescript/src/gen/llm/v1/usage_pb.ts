@@ -4,8 +4,8 @@
 // @generated from file llm/v1/usage.proto (package llm.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file llm/v1/usage.proto.
  */
 export const file_llm_v1_usage: GenFile = /*@__PURE__*/
-  fileDesc("ChJsbG0vdjEvdXNhZ2UucHJvdG8SBmxsbS52MSKDAQoPR2V0VXNhZ2VSZXF1ZXN0Eg4KBnRlbmFudBgBIAEoCRIwCgx3aW5kb3dfc3RhcnQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCndpbmRvd19lbmQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIsYBChBHZXRVc2FnZVJlc3BvbnNlEg4KBnRlbmFudBgBIAEoCRIUCgxpbnB1dF90b2tlbnMYAiABKAQSGwoTY2FjaGVkX2lucHV0X3Rva2VucxgDIAEoBBIVCg1vdXRwdXRfdG9rZW5zGAQgASgEEiEKGWludGVycnVwdGVkX291dHB1dF90b2tlbnMYBSABKAQSIAoYdW5iaWxsZWRfZXN0aW1hdGVfdG9rZW5zGAYgASgEEhMKC2dlbmVyYXRpb25zGAcgASgEMkYKBVVzYWdlEj0KCEdldFVzYWdlEhcubGxtLnYxLkdldFVzYWdlUmVxdWVzdBoYLmxsbS52MS5HZXRVc2FnZVJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("ChJsbG0vdjEvdXNhZ2UucHJvdG8SBmxsbS52MSKDAQoPR2V0VXNhZ2VSZXF1ZXN0Eg4KBnRlbmFudBgBIAEoCRIwCgx3aW5kb3dfc3RhcnQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCndpbmRvd19lbmQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wItwBChBHZXRVc2FnZVJlc3BvbnNlEg4KBnRlbmFudBgBIAEoCRIUCgxpbnB1dF90b2tlbnMYAiABKAQSGwoTY2FjaGVkX2lucHV0X3Rva2VucxgDIAEoBBIVCg1vdXRwdXRfdG9rZW5zGAQgASgEEiEKGWludGVycnVwdGVkX291dHB1dF90b2tlbnMYBSABKAQSIAoYdW5iaWxsZWRfZXN0aW1hdGVfdG9rZW5zGAYgASgEEhMKC2dlbmVyYXRpb25zGAcgASgEEhQKDHNwZW5kX21pY3JvcxgIIAEoBCKrAQoSRXhwb3J0VXNhZ2VSZXF1ZXN0Eg4KBnRlbmFudBgBIAEoCRIwCgx3aW5kb3dfc3RhcnQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCndpbmRvd19lbmQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiMKBmJ1Y2tldBgEIAEoDjITLmxsbS52MS5Vc2FnZUJ1Y2tldCL6AQoIVXNhZ2VSb3cSDgoGdGVuYW50GAEgASgJEhIKCmFwaV9rZXlfaWQYAiABKAkSFQoNbW9kZWxfdmVyc2lvbhgDIAEoCRIPCgdhZGFwdGVyGAQgASgJEjAKDHBlcmlvZF9zdGFydBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMaW5wdXRfdG9rZW5zGAYgASgEEhsKE2NhY2hlZF9pbnB1dF90b2tlbnMYByABKAQSFQoNb3V0cHV0X3Rva2VucxgIIAEoBBIQCghyZXF1ZXN0cxgJIAEoBBIUCgxzcGVuZF9taWNyb3MYCiABKAQqWAoLVXNhZ2VCdWNrZXQSHAoYVVNBR0VfQlVDS0VUX1VOU1BFQ0lGSUVEEAASFAoQVVNBR0VfQlVDS0VUX0RBWRABEhUKEVVTQUdFX0JVQ0tFVF9IT1VSEAIyhQEKBVVzYWdlEj0KCEdldFVzYWdlEhcubGxtLnYxLkdldFVzYWdlUmVxdWVzdBoYLmxsbS52MS5HZXRVc2FnZVJlc3BvbnNlEj0KC0V4cG9ydFVzYWdlEhoubGxtLnYxLkV4cG9ydFVzYWdlUmVxdWVzdBoQLmxsbS52MS5Vc2FnZVJvdzABYgZwcm90bzM", [file_google_protobuf_timestamp]);
 
 /**
  * A usage query.
@@ -103,6 +103,13 @@ export type GetUsageResponse = Message<"llm.v1.GetUsageResponse"> & {
    * @generated from field: uint64 generations = 7;
    */
   generations: bigint;
+
+  /**
+   * micro-USD: the tokens above at each generation's price
+   *
+   * @generated from field: uint64 spend_micros = 8;
+   */
+  spendMicros: bigint;
 };
 
 /**
@@ -113,7 +120,160 @@ export const GetUsageResponseSchema: GenMessage<GetUsageResponse> = /*@__PURE__*
   messageDesc(file_llm_v1_usage, 1);
 
 /**
- * Usage queries. A tenant sees only its own usage.
+ * A usage export.
+ *
+ * @generated from message llm.v1.ExportUsageRequest
+ */
+export type ExportUsageRequest = Message<"llm.v1.ExportUsageRequest"> & {
+  /**
+   * The tenant; empty means the caller's (Admin: every tenant). Another tenant needs Admin.
+   *
+   * @generated from field: string tenant = 1;
+   */
+  tenant: string;
+
+  /**
+   * inclusive, by attempt start; unset: 30 days ago
+   *
+   * @generated from field: google.protobuf.Timestamp window_start = 2;
+   */
+  windowStart?: Timestamp | undefined;
+
+  /**
+   * exclusive; unset: now
+   *
+   * @generated from field: google.protobuf.Timestamp window_end = 3;
+   */
+  windowEnd?: Timestamp | undefined;
+
+  /**
+   * @generated from field: llm.v1.UsageBucket bucket = 4;
+   */
+  bucket: UsageBucket;
+};
+
+/**
+ * Describes the message llm.v1.ExportUsageRequest.
+ * Use `create(ExportUsageRequestSchema)` to create a new message.
+ */
+export const ExportUsageRequestSchema: GenMessage<ExportUsageRequest> = /*@__PURE__*/
+  messageDesc(file_llm_v1_usage, 2);
+
+/**
+ * Sealed usage of one tenant, key, model version, adapter and period. The rows' sums are the
+ * sealed watermarks': tokens are attributed to the period of each attempt's start.
+ *
+ * @generated from message llm.v1.UsageRow
+ */
+export type UsageRow = Message<"llm.v1.UsageRow"> & {
+  /**
+   * @generated from field: string tenant = 1;
+   */
+  tenant: string;
+
+  /**
+   * empty for generations admitted before keys had ids
+   *
+   * @generated from field: string api_key_id = 2;
+   */
+  apiKeyId: string;
+
+  /**
+   * "name@version"
+   *
+   * @generated from field: string model_version = 3;
+   */
+  modelVersion: string;
+
+  /**
+   * empty for base weights
+   *
+   * @generated from field: string adapter = 4;
+   */
+  adapter: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp period_start = 5;
+   */
+  periodStart?: Timestamp | undefined;
+
+  /**
+   * billed prompt tokens (those from the prefix cache included)
+   *
+   * @generated from field: uint64 input_tokens = 6;
+   */
+  inputTokens: bigint;
+
+  /**
+   * ... of which from the prefix cache
+   *
+   * @generated from field: uint64 cached_input_tokens = 7;
+   */
+  cachedInputTokens: bigint;
+
+  /**
+   * @generated from field: uint64 output_tokens = 8;
+   */
+  outputTokens: bigint;
+
+  /**
+   * generations
+   *
+   * @generated from field: uint64 requests = 9;
+   */
+  requests: bigint;
+
+  /**
+   * micro-USD
+   *
+   * @generated from field: uint64 spend_micros = 10;
+   */
+  spendMicros: bigint;
+};
+
+/**
+ * Describes the message llm.v1.UsageRow.
+ * Use `create(UsageRowSchema)` to create a new message.
+ */
+export const UsageRowSchema: GenMessage<UsageRow> = /*@__PURE__*/
+  messageDesc(file_llm_v1_usage, 3);
+
+/**
+ * How long a usage row's period is.
+ *
+ * @generated from enum llm.v1.UsageBucket
+ */
+export enum UsageBucket {
+  /**
+   * a day
+   *
+   * @generated from enum value: USAGE_BUCKET_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * calendar days, UTC
+   *
+   * @generated from enum value: USAGE_BUCKET_DAY = 1;
+   */
+  DAY = 1,
+
+  /**
+   * hours, UTC
+   *
+   * @generated from enum value: USAGE_BUCKET_HOUR = 2;
+   */
+  HOUR = 2,
+}
+
+/**
+ * Describes the enum llm.v1.UsageBucket.
+ */
+export const UsageBucketSchema: GenEnum<UsageBucket> = /*@__PURE__*/
+  enumDesc(file_llm_v1_usage, 0);
+
+/**
+ * Usage queries. A tenant sees only its own usage. Needs a key with the `usage` scope.
  *
  * @generated from service llm.v1.Usage
  */
@@ -127,6 +287,17 @@ export const Usage: GenService<{
     methodKind: "unary";
     input: typeof GetUsageRequestSchema;
     output: typeof GetUsageResponseSchema;
+  },
+  /**
+   * The caller's sealed usage by key, model version and day (or hour), streamed: what an invoice
+   * is made from (Admin.ExportUsage: every tenant's).
+   *
+   * @generated from rpc llm.v1.Usage.ExportUsage
+   */
+  exportUsage: {
+    methodKind: "server_streaming";
+    input: typeof ExportUsageRequestSchema;
+    output: typeof UsageRowSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_llm_v1_usage, 0);
