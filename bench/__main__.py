@@ -6,7 +6,8 @@ platform: the worker loop's parts and every process's CPU a step), request-cost 
 process's CPU and the control store's work a request, for bursts of short requests), soak (random cancels,
 disconnects and resumes for minutes, then the books are checked), hostile (health latency while
 oversized requests are refused), startup (launch to ready, cold and warm), structured (32 streams
-constrained by JSON schemas against the same streams free, and schemas' compile time),
+constrained by JSON schemas against the same streams free, and schemas' compile time), limits
+(memory bandwidth and matmul peaks here, and the ceilings they set on decode and on the batch),
 serve (the platform over gRPC against transformers and llama.cpp on a seeded workload; compare is
 the same)."""
 
@@ -30,6 +31,7 @@ SUITES = {
     "hostile": "bench.hostile",
     "startup": "bench.startup",
     "structured": "bench.structured",
+    "limits": "bench.limits",
     "compare": "bench.compare.serve",
 }
 

@@ -9,6 +9,7 @@ import statistics
 from dataclasses import asdict
 from typing import Any
 
+from bench.limits import load_limits
 from bench.load.metrics import Objectives, Outcome, summarize
 from bench.load.workload import KINDS, Mix
 
@@ -53,8 +54,11 @@ def text_row(name: str, cells: list[str], width: int) -> str:
     return f"| {name} | " + " | ".join(cells + [""] * (width - 1 - len(cells))) + " |"
 
 
-def load_table(label: str, summaries: dict[str, dict[str, Any]]) -> list[str]:
-    """Rows of one load: every target's figure, and platform / baseline for each baseline."""
+def load_table(
+    label: str, summaries: dict[str, dict[str, Any]], limits: dict[str, Any] | None = None
+) -> list[str]:
+    """Rows of one load: every target's figure, and platform / baseline for each baseline; with
+    `limits` (a `bench limits` run), each target's share of the machine's ceilings."""
     targets = list(summaries)
     ref = next((t for t in ("platform", "platform-process") if t in summaries), "platform")
     baselines = [t for t in targets if t != ref]
@@ -80,7 +84,29 @@ def load_table(label: str, summaries: dict[str, dict[str, Any]]) -> list[str]:
     lines.append(text_row("errors by status", [errors_text(s) for s in summaries.values()], len(head)))
     cached = [str(s["cached_prompt_tokens"]) for s in summaries.values()]
     lines.append(text_row("prompt tokens from cache", cached, len(head)))
+    lines += ceiling_rows(summaries, limits, len(head))
     return [*lines, ""]
+
+
+def ceiling_rows(
+    summaries: dict[str, dict[str, Any]], limits: dict[str, Any] | None, width: int
+) -> list[str]:
+    """Each target's figures as shares of this machine's ceilings (`python -m bench limits`, for its
+    scheme): a stream's decode speed (1 / TPOT p50) of the single-stream ceiling, and output tok/s
+    of the offline one. None without a limits run."""
+    if not limits:
+        return []
+    ceil, scheme = limits["ceilings"], limits["scheme"]
+    streams, batch = [], []
+    for s in summaries.values():
+        tpot = figure(s, ("tpot_s", "p50"))
+        streams.append("–" if not tpot else f"{1 / tpot / ceil['single_stream_tok_s']:.0%}")
+        tok_s = figure(s, ("output_tok_per_s",))
+        batch.append("–" if tok_s is None else f"{tok_s / ceil['offline_tok_s']:.0%}")
+    return [
+        text_row(f"a stream's speed / single-stream ceiling ({scheme})", streams, width),
+        text_row(f"output tok/s / offline ceiling ({scheme})", batch, width),
+    ]
 
 
 def request_rows(outcomes: list[Outcome]) -> list[dict[str, Any]]:
@@ -157,8 +183,9 @@ def write_report(
         *notes,
         "",
     ]
+    limits = load_limits()
     for label, summaries in by_load.items():
-        lines += load_table(label, summaries)
+        lines += load_table(label, summaries, limits)
     lines += rounds_summary(runs)
     rated = [r for r in runs if r["rate"] is not None]
     plots = plot_cdfs(runs, args.out, stem)
