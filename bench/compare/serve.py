@@ -117,6 +117,9 @@ def parse_args() -> argparse.Namespace:
         help="the platform's Triton workers (the fleet: 2 hosts of 1)",
     )
     p.add_argument("--vllm-dtype", default="float32", help="vLLM's --dtype (the platform's default)")
+    p.add_argument(
+        "--openvino-batched-tokens", type=int, default=1024, help="OpenVINO's max_num_batched_tokens"
+    )
     p.add_argument("--timeout", type=float, default=900.0, help="per-request client timeout (s)")
     p.add_argument(
         "--rounds",

@@ -5,6 +5,10 @@ it, warm it up with one request, drive the load, stop it).
     llama.cpp          llama_cpp.Llama in-process, one request at a time (bench/peers/llamacpp.py)
     llama.cpp-server   llama-cpp-python's OpenAI server over HTTP (bench/peers/llamacpp.py)
     vllm               vLLM's OpenAI server over HTTP, batching (bench/peers/vllm_peer.py)
+    openvino-int4      OpenVINO GenAI's continuous-batching pipeline in-process, int4 and int8
+    openvino-int8      weight compression of our weights (bench/peers/openvino_peer.py)
+    ortgenai-int4      ONNX Runtime GenAI's engine in-process on its model builder's int4 CPU
+                       model of our weights (bench/peers/ortgenai_peer.py)
 
 A peer whose environment is missing is skipped with the reason (`make bench-deps` installs them).
 Each peer's own output goes to <out>/<peer>.log; none of them logs prompts or outputs. Its peak
@@ -24,8 +28,9 @@ from pathlib import Path
 from bench.load.driver import Job, Target, drive
 from bench.load.metrics import Outcome
 from bench.load.workload import Load
-from bench.peers import llamacpp, vllm_peer
+from bench.peers import llamacpp, openvino_peer, ortgenai_peer, vllm_peer
 from bench.peers.completions import CompletionsTarget
+from bench.peers.pipe_worker import PipeWorker
 from bench.processes.pss import PeakPss, memory_note
 from bench.processes.server_process import LoopbackServer
 
@@ -121,6 +126,35 @@ def run_vllm(
     return run_http(server, vllm_peer.target, driver(jobs, load, args, warm_up), notes, load.label)
 
 
+def run_in_process(make: Callable[[Path, argparse.Namespace], PipeWorker]) -> Run:
+    """A Run for a peer whose worker process runs it in-process (bench/peers/pipe_worker.py)."""
+
+    def run(
+        jobs: list[Job], load: Load, args: argparse.Namespace, warm_up: Job, notes: list[str]
+    ) -> list[Outcome]:
+        folder = artifact()
+        assert folder is not None  # checked by why_not before any run
+        with make(folder, args) as target:
+            assert target.proc is not None
+            notes.append(f"{target.name} ran with {target.settings_note()}")
+            return sampled(
+                target.proc.pid,
+                f"{target.name} @ {load.label}",
+                notes,
+                lambda: warm_and_drive(target, jobs, load, args, warm_up),
+            )
+
+    return run
+
+
+def openvino(scheme: str) -> Callable[[Path, argparse.Namespace], PipeWorker]:
+    def make(folder: Path, args: argparse.Namespace) -> PipeWorker:
+        batched = getattr(args, "openvino_batched_tokens", openvino_peer.BATCHED_TOKENS)
+        return openvino_peer.worker(folder, scheme, args.out / f"openvino-{scheme}.log", batched)
+
+    return make
+
+
 @dataclass(slots=True, frozen=True)
 class Peer:
     why_not: Callable[[], str | None]  # None when it can run here, else the reason it cannot
@@ -131,6 +165,12 @@ PEERS = {
     "llama.cpp": Peer(lambda: llamacpp.available(llamacpp.gguf_path()), run_llamacpp),
     "llama.cpp-server": Peer(lambda: llamacpp.available(llamacpp.gguf_path()), run_llamacpp_server),
     "vllm": Peer(lambda: vllm_peer.available(artifact()), run_vllm),
+    "openvino-int4": Peer(lambda: openvino_peer.available(artifact()), run_in_process(openvino("int4"))),
+    "openvino-int8": Peer(lambda: openvino_peer.available(artifact()), run_in_process(openvino("int8"))),
+    "ortgenai-int4": Peer(
+        lambda: ortgenai_peer.available(artifact()),
+        run_in_process(lambda folder, args: ortgenai_peer.worker(folder, args.out / "ortgenai-int4.log")),
+    ),
 }
 
 

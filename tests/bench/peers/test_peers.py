@@ -27,8 +27,15 @@ def test_only_wanted_peers_that_cannot_run_are_reported_with_their_reasons() -> 
     assert unavailable(wanted, peers) == {"missing": "not installed (make bench-deps)"}
 
 
-def test_the_peers_are_the_two_llama_cpp_targets_and_vllm() -> None:
-    assert sorted(PEERS) == ["llama.cpp", "llama.cpp-server", "vllm"]
+def test_the_peers_are_llama_cpp_vllm_openvino_and_ort_genai() -> None:
+    assert sorted(PEERS) == [
+        "llama.cpp",
+        "llama.cpp-server",
+        "openvino-int4",
+        "openvino-int8",
+        "ortgenai-int4",
+        "vllm",
+    ]
 
 
 class Recorder:
