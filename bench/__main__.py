@@ -7,7 +7,8 @@ process's CPU and the control store's work a request, for bursts of short reques
 disconnects and resumes for minutes, then the books are checked), hostile (health latency while
 oversized requests are refused), startup (launch to ready, cold and warm), structured (32 streams
 constrained by JSON schemas against the same streams free, and schemas' compile time), limits
-(memory bandwidth and matmul peaks here, and the ceilings they set on decode and on the batch),
+(memory bandwidth and matmul peaks here, and the ceilings they set on decode and on the batch), aiperf
+(NVIDIA's AIPerf against the platform's OpenAI endpoint and the HTTP peers, beside our client),
 serve (the platform over gRPC against transformers and llama.cpp on a seeded workload; compare is
 the same)."""
 
@@ -32,6 +33,7 @@ SUITES = {
     "startup": "bench.startup",
     "structured": "bench.structured",
     "limits": "bench.limits",
+    "aiperf": "bench.aiperf",
     "compare": "bench.compare.serve",
 }
 

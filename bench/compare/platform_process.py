@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -32,11 +34,10 @@ from bench.processes.server_process import LoopbackServer, free_port
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: bench/<room>/<module>.py
 
 
-def run_platform_process(
-    jobs: list[Job], load: Load, args: argparse.Namespace, warm_up: Job, notes: list[str]
-) -> list[Outcome]:
-    """A fresh platform process: start it, warm it up with one request, drive the load, stop it
-    (SIGTERM: the platform shuts its workers down itself); notes gets its tree's peak memory."""
+@contextlib.contextmanager
+def platform_server(args: argparse.Namespace, log: Path) -> Iterator[tuple[LoopbackServer, str]]:
+    """A fresh platform process for a `with` block, on free loopback ports: (its HTTP server, its gRPC
+    address). Stopped with SIGTERM on leaving (the platform shuts its workers down itself)."""
     with tempfile.TemporaryDirectory(prefix="bench-platform-") as tmp:
         work = Path(tmp)
         doc = run_doc(work, args)
@@ -47,11 +48,19 @@ def run_platform_process(
         config = work / "platform.toml"
         config.write_text(toml(doc))
         argv = [sys.executable, "-m", "serving", "--config", str(config)]
-        log = Path(args.out) / "platform-process.log"
         with LoopbackServer("platform", argv, http, "/healthz", log, cwd=ROOT, start_timeout_s=900) as server:
-            assert server.proc is not None
-            with PeakPss(server.proc.pid) as peak:
-                outcomes = asyncio.run(_drive(listen, jobs, load, args, warm_up))
+            yield server, listen
+
+
+def run_platform_process(
+    jobs: list[Job], load: Load, args: argparse.Namespace, warm_up: Job, notes: list[str]
+) -> list[Outcome]:
+    """A fresh platform process: start it, warm it up with one request, drive the load, stop it;
+    notes gets its tree's peak memory."""
+    with platform_server(args, Path(args.out) / "platform-process.log") as (server, listen):
+        assert server.proc is not None
+        with PeakPss(server.proc.pid) as peak:
+            outcomes = asyncio.run(_drive(listen, jobs, load, args, warm_up))
     notes.append(memory_note(f"platform-process @ {load.label}", peak, "the platform's"))
     print(notes[-1], flush=True)
     return outcomes
