@@ -19,7 +19,7 @@ import pytest
 from bench.load.driver import Job, TargetError
 from bench.load.metrics import Outcome
 from bench.load.workload import RequestSpec
-from bench.peers import openvino_worker
+from bench.peers import openvino_worker, ortgenai_worker
 from bench.peers.pipe_worker import PipeWorker
 
 # Answers a request of max_tokens k once k requests are waiting, newest first; max_tokens 99 is
@@ -137,3 +137,72 @@ def test_the_openvino_loop_answers_each_request_with_all_its_tokens(monkeypatch:
     assert answers[2] == {"id": 2, "error": "ValueError"}  # an empty prompt fails alone
     assert [k for _, k in answers[1]["deliveries"]] == [1, 1, 1] and answers[1]["finish_reason"] == "length"
     assert [k for _, k in answers[3]["deliveries"]] == [1] and answers[3]["finish_reason"] == "length"
+
+
+class FakeEvent:
+    def __init__(self, request: object, flags: int, finish: str) -> None:
+        self.request, self.flags, self.finish_reason, self.error_code = request, flags, finish, "E.NONE"
+
+
+class FakeRequest:
+    def __init__(self, n: int) -> None:
+        self.left, self.closed = n, False
+
+    def begin_turn(self, ids: object, turn: object) -> int:
+        return 1
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class FakeEngine:
+    """Every live request gets a token a run; the last one finishes its turn."""
+
+    def __init__(self) -> None:
+        self.requests: list[FakeRequest] = []
+
+    def create_event_buffer(self, capacity: int) -> None:
+        return None
+
+    def create_request(self) -> FakeRequest:
+        self.requests.append(FakeRequest(0))
+        return self.requests[-1]
+
+    def run(self, buffer: object) -> list[FakeEvent]:
+        events = []
+        for r in self.requests:
+            if r.left > 0:
+                r.left -= 1
+                events.append(FakeEvent(r, 1 | (2 if r.left == 0 else 0), "MAX" if r.left == 0 else "NONE"))
+        return events
+
+
+def test_the_ort_genai_loop_answers_each_request_and_closes_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = FakeEngine()
+
+    class Turn:
+        def __init__(self, request: FakeRequest) -> None:
+            self.request = request
+
+        def set_max_generated_tokens(self, n: int) -> None:
+            self.request.left = n
+
+        def set_min_generated_tokens(self, n: int) -> None: ...
+
+        def set_do_sample(self, on: bool) -> None: ...
+
+    og = type("og", (), {"TurnOptions": Turn, "FinishReason": type("FR", (), {"NONE": "NONE"})})
+    monkeypatch.setitem(sys.modules, "onnxruntime_genai", og)
+    replies = io.StringIO()
+    batch = ortgenai_worker.Batch(engine, replies)
+    inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
+    inbox.put({"id": 1, "prompt_ids": [3], "max_tokens": 3})
+    inbox.put({"id": 2, "prompt_ids": [4], "max_tokens": 0})
+    inbox.put({"id": 3, "prompt_ids": [4, 5], "max_tokens": 2})
+    inbox.put(None)
+    ortgenai_worker.serve(batch, inbox)
+    answers = {a["id"]: a for a in map(json.loads, replies.getvalue().splitlines())}
+    assert answers[2] == {"id": 2, "error": "ValueError"}
+    assert len(answers[1]["deliveries"]) == 3 and answers[1]["finish_reason"] == "length"
+    assert len(answers[3]["deliveries"]) == 2 and answers[3]["finish_reason"] == "length"
+    assert all(r.closed for r in engine.requests)
