@@ -32,11 +32,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from bench.compare.serve_report import LIMITS_FILE
 from engine import kernels
 from engine.config import LlamaConfig
 from engine.quant import pack_q4, pack_q8, quantize_int4, quantize_int8
 
-LIMITS_FILE = Path("var/bench/limits.json")
 GIB = 1024**3
 
 
@@ -155,15 +155,6 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
-
-
-def load_limits(path: Path = LIMITS_FILE) -> dict[str, object] | None:
-    """The last `bench limits` run's figures, or None when there is none (or it is unreadable)."""
-    try:
-        data: dict[str, object] = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data
 
 
 def report(result: dict[str, object]) -> str:

@@ -7,13 +7,14 @@ import argparse
 import json
 import statistics
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
-from bench.limits import load_limits
 from bench.load.metrics import Objectives, Outcome, summarize
 from bench.load.workload import KINDS, Mix
 
 Q3 = ("p50", "p95", "p99")
+LIMITS_FILE = Path("var/bench/limits.json")  # written by `python -m bench limits` (bench/limits.py)
 # (label, path into the summary, scale, format); latencies print in s or ms. A row whose figure no
 # target has is left out, and so are TTFT by kind of request unless there are two kinds.
 ROWS: list[tuple[str, tuple[str, ...], float, str]] = [
@@ -86,6 +87,15 @@ def load_table(
     lines.append(text_row("prompt tokens from cache", cached, len(head)))
     lines += ceiling_rows(summaries, limits, len(head))
     return [*lines, ""]
+
+
+def load_limits(path: Path = LIMITS_FILE) -> dict[str, Any] | None:
+    """The last `bench limits` run's figures, or None when there is none (or it is unreadable)."""
+    try:
+        data: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data
 
 
 def ceiling_rows(

@@ -10,14 +10,8 @@ from pathlib import Path
 import pytest
 from safetensors import safe_open
 
-from bench.limits import (
-    ceilings,
-    flops_per_token,
-    kv_bytes,
-    load_limits,
-    matmul_params,
-    weight_bytes_per_token,
-)
+from bench.compare.serve_report import load_limits
+from bench.limits import ceilings, flops_per_token, kv_bytes, matmul_params, weight_bytes_per_token
 from engine.config import LlamaConfig
 
 
