@@ -7,6 +7,7 @@ process's CPU and the control store's work a request, for bursts of short reques
 disconnects and resumes for minutes, then the books are checked), hostile (health latency while
 oversized requests are refused), startup (launch to ready, cold and warm), structured (32 streams
 constrained by JSON schemas against the same streams free, and schemas' compile time),
+speculative (speculative decoding against none: fp32 + int4 draft, int4 + prompt lookup, loads),
 serve (the platform over gRPC against transformers and llama.cpp on a seeded workload; compare is
 the same)."""
 
@@ -30,6 +31,7 @@ SUITES = {
     "hostile": "bench.hostile",
     "startup": "bench.startup",
     "structured": "bench.structured",
+    "speculative": "bench.speculative",
     "compare": "bench.compare.serve",
 }
 

@@ -12,6 +12,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -76,6 +77,13 @@ class Stats:
     prefix_query_tokens: int  # cumulative prompt tokens looked up in the prefix cache
     prefix_hit_tokens: int  # cumulative prompt tokens found there
     last_batch_tokens: int
+    # speculative decoding, cumulative (engine/speculation.py SpeculationStats; 0 when off): draft
+    # work is metrics only, bills count emitted tokens
+    speculative_drafted: int = 0
+    speculative_accepted: int = 0
+    speculative_draft_s: float = 0.0
+    speculative_verify_s: float = 0.0
+    speculative_acceptance: tuple[int, ...] = ()  # verified drafts by acceptance rate bucket
 
 
 class Engine:
@@ -249,7 +257,20 @@ class Engine:
             prefix_query_tokens=self._prefix_query,
             prefix_hit_tokens=self._prefix_hit,
             last_batch_tokens=self._last_batch,
+            **self._speculation_stats(),
         )
+
+    def _speculation_stats(self) -> dict[str, Any]:
+        if self.speculator is None:
+            return {}
+        s = self.speculator.stats
+        return {
+            "speculative_drafted": s.drafted,
+            "speculative_accepted": s.accepted,
+            "speculative_draft_s": s.draft_s,
+            "speculative_verify_s": s.verify_s,
+            "speculative_acceptance": tuple(s.acceptance),
+        }
 
     @staticmethod
     def _output(

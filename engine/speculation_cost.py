@@ -24,6 +24,8 @@ EMA = 0.2  # weight of a new timing
 DECAY = 0.9  # weight of a sequence's past drafts in its acceptance
 PRIOR_HITS, PRIOR_TRIES = 3.0, 4.0  # a new sequence's acceptance: 0.75, soon outweighed
 EXTRA_TOKEN_PRIOR = 0.15  # T_verify(n) / T_plain - 1 per extra token before any is measured
+PROBE_EVERY = 64  # while speculation does not pay, every this many decisions try k = PROBE_TOKENS
+PROBE_TOKENS = 2  # (timings and acceptance change: a burst of load passes, a text turns repetitive)
 
 
 @dataclass(slots=True)
@@ -62,6 +64,7 @@ class SpeculationCost:
         self.verify_s: dict[int, float] = {}  # tokens a sequence -> its step's time
         self.draft_s: float | None = None  # one draft forward
         self._draft_relative = draft_relative
+        self._declined = 0  # decisions not to speculate since the last probe
 
     def observe_plain(self, seconds: float) -> None:
         self.plain_s = _ema(self.plain_s, seconds)
@@ -76,14 +79,21 @@ class SpeculationCost:
     def choose(self, acceptance: float, limit: int) -> int:
         """The k (0..limit) of the best predicted speedup; 0 unless it beats MARGIN."""
         plain = self.plain_s
-        if plain is None:  # nothing measured yet: speculate to measure
-            return min(limit, 2)
+        if plain is None:  # a plain step first, to compare with
+            return 0
+        if not self.verify_s:  # then a verify step, to measure
+            return min(limit, PROBE_TOKENS)
         draft = self.draft_s if self.draft_s is not None else plain * self._draft_relative
         best_k, best = 0, MARGIN
         for k in range(1, limit + 1):
             speedup = expected_tokens(acceptance, k) * plain / (self._verify(k + 1, plain) + k * draft)
             if speedup > best:
                 best_k, best = k, speedup
+        if best_k == 0:
+            self._declined += 1
+            if self._declined >= PROBE_EVERY:
+                self._declined = 0
+                return min(limit, PROBE_TOKENS)
         return best_k
 
     def _verify(self, tokens: int, plain: float) -> float:
