@@ -159,6 +159,6 @@ def main() -> int:
         for _ in range(2):  # alternating, as the host is shared: each pair side by side
             base = drive(int4, reqs, off, every=every)
             report(f"{load}: int4 alone", base, None)
-            spec = drive(int4, reqs, SpeculativeConfig("ngram"), every=every)
-            report(f"{load}: int4 + ngram, k chosen", spec, base)
+            on = drive(int4, reqs, SpeculativeConfig("ngram"), every=every)
+            report(f"{load}: int4 + ngram, k chosen", on, base)
     return 0

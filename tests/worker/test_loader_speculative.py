@@ -7,7 +7,7 @@ from concurrent.futures import Future
 from pathlib import Path
 
 from artifacts.manifest import Manifest, read_manifest
-from engine.engine import EngineRequest
+from engine.engine import Engine, EngineRequest
 from prebuild.artifact import ensure_artifact
 from prebuild.kernels import ensure_kernels
 from tests.worker.fakes import Log, MetricsApi
@@ -32,6 +32,7 @@ def test_a_draft_deployment_builds_a_speculating_engine(artifact_dir: Path) -> N
     adapter, torch_thread, loaded, _ = loader._load(d, manifest, MetricsApi(), Log(), checked)
     try:
         engine = adapter.engine
+        assert isinstance(engine, Engine)
         assert "speculative draft" in loaded
         spec = engine.speculator
         assert spec is not None and spec.config.num_tokens == 3 and spec.draft is not None
