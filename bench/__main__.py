@@ -9,6 +9,7 @@ oversized requests are refused), startup (launch to ready, cold and warm), struc
 constrained by JSON schemas against the same streams free, and schemas' compile time), limits
 (memory bandwidth and matmul peaks here, and the ceilings they set on decode and on the batch), aiperf
 (NVIDIA's AIPerf against the platform's OpenAI endpoint and the HTTP peers, beside our client),
+speculative (speculative decoding against none: fp32 + int4 draft, int4 + prompt lookup, loads),
 serve (the platform over gRPC against transformers and llama.cpp on a seeded workload; compare is
 the same)."""
 
@@ -34,6 +35,7 @@ SUITES = {
     "structured": "bench.structured",
     "limits": "bench.limits",
     "aiperf": "bench.aiperf",
+    "speculative": "bench.speculative",
     "compare": "bench.compare.serve",
 }
 

@@ -119,6 +119,15 @@ def _check(cfg: PlatformConfig, where: str) -> None:
             raise ConfigError(f"{where}: model {m.alias}: fair_share and kernels must be true or false")
         if m.workers < 1 or m.block_size < 1 or m.max_num_seqs < 1 or m.max_num_batched_tokens < 0:
             raise ConfigError(f"{where}: model {m.alias}: workers, block_size and limits must be positive")
+        if m.speculative_method not in ("none", "draft", "ngram"):
+            raise ConfigError(f"{where}: model {m.alias}: speculative_method must be none, draft or ngram")
+        if not isinstance(m.speculative_tokens, int) or m.speculative_tokens < 0:
+            raise ConfigError(f"{where}: model {m.alias}: speculative_tokens must be an integer, at least 0")
+        drafts = {"int4"} | {o.alias for o in cfg.models if o is not m}
+        if m.speculative_method == "draft" and m.speculative_draft not in drafts:
+            raise ConfigError(
+                f"{where}: model {m.alias}: speculative_draft must be int4 or another model's alias"
+            )
         if "@" in m.alias or not m.alias:
             raise ConfigError(f"{where}: model alias {m.alias!r} must be non-empty and contain no '@'")
     if len({m.alias for m in cfg.models}) != len(cfg.models):

@@ -215,6 +215,14 @@ class ModelSettings:
     scheduler_policy: str = "guaranteed_no_evict"
     fair_share: bool = True  # weighted fair prefill across tenants; false: first come, first served
     kernels: bool = True  # the engine's CPU kernels (engine/csrc, built at set-up); false: eager PyTorch only
+    # speculative decoding (docs/architecture.md "Speculative decoding"): drafted tokens verified by
+    # this version in one step, outputs exactly its own. "none"; "draft": a second, cheaper model
+    # drafts; "ngram": prompt lookup (the sequence's own earlier tokens), no second model
+    speculative_method: str = "none"
+    # "draft"'s model: "int4" (this entry's source quantized), or the alias of another [[models]]
+    # entry with the same tokenizer
+    speculative_draft: str = "int4"
+    speculative_tokens: int = 0  # drafts a step; 0: chosen each step from the measured cost
 
 
 @dataclass(slots=True, frozen=True)

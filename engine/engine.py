@@ -11,7 +11,8 @@ import itertools
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -20,13 +21,16 @@ from contracts.guides import MAX_TOP_LOGPROBS, GuideError
 from contracts.sampling import TOP_K_OFF
 from engine.block_pool import BlockPool
 from engine.constraints import Grammars, Masks
+from engine.draft_model import DraftModel
 from engine.kv_cache import PagedKVCache
 from engine.kv_cache_manager import KVCacheManager
 from engine.model import LlamaForCausalLM
 from engine.runner import ModelRunner
 from engine.sampler import make_generator, sample_step
 from engine.scheduler import GUARANTEED_NO_EVICT, CapacityError, Scheduler
+from engine.scheduler_output import SchedulerOutput
 from engine.sequence import EngineRequest, FinishReason, SamplingParams, Sequence, StepOutput, TokenLogprob
+from engine.speculation import SpeculativeConfig, Speculator
 from engine.step_budget import StepCost
 
 __all__ = [
@@ -58,6 +62,8 @@ class EngineConfig:
     dtype: torch.dtype = torch.float32  # activations and float weights
     kv_dtype: torch.dtype | None = None  # the KV cache's; None: `dtype`
     compatibility_key: str = ""  # the model version's; part of every prefix-cache key
+    # drafts verified each step (engine/speculation.py); the default speculates not at all
+    speculative: SpeculativeConfig = field(default_factory=SpeculativeConfig)
 
 
 @dataclass(slots=True, frozen=True)
@@ -71,6 +77,13 @@ class Stats:
     prefix_query_tokens: int  # cumulative prompt tokens looked up in the prefix cache
     prefix_hit_tokens: int  # cumulative prompt tokens found there
     last_batch_tokens: int
+    # speculative decoding, cumulative (engine/speculation.py SpeculationStats; 0 when off): draft
+    # work is metrics only, bills count emitted tokens
+    speculative_drafted: int = 0
+    speculative_accepted: int = 0
+    speculative_draft_s: float = 0.0
+    speculative_verify_s: float = 0.0
+    speculative_acceptance: tuple[int, ...] = ()  # verified drafts by acceptance rate bucket
 
 
 class Engine:
@@ -80,9 +93,11 @@ class Engine:
         config: EngineConfig = EngineConfig(),
         clock: Callable[[], float] = time.monotonic,
         grammars: Grammars | None = None,
+        draft_model: LlamaForCausalLM | None = None,
     ) -> None:
         """`clock`: seconds, for short prompts' prefill deadlines (engine/step_budget.py).
-        `grammars`: the model tokenizer's compiled guides; None serves no structured output."""
+        `grammars`: the model tokenizer's compiled guides; None serves no structured output.
+        `draft_model`: the drafts' model of the "draft" speculative method (the same tokenizer)."""
         self.model = model
         self.grammars = grammars
         self._masks = Masks()
@@ -102,6 +117,12 @@ class Engine:
         kv_dtype = config.kv_dtype or config.dtype
         cache = PagedKVCache(model.config, config.num_blocks, config.block_size, kv_dtype)
         self.runner = ModelRunner(model, cache)
+        self.speculator: Speculator | None = None
+        if config.speculative.method != "none":
+            draft = None
+            if draft_model is not None:
+                draft = DraftModel(draft_model, config.num_blocks, config.block_size, kv_dtype)
+            self.speculator = Speculator(config.speculative, self.kv, draft)
         self._seqs: dict[str, Sequence] = {}
         self._aborted: list[Sequence] = []
         self._arrivals = itertools.count()
@@ -176,24 +197,46 @@ class Engine:
         self._last_batch = scheduled.num_batched_tokens
         self.schedule_s += time.perf_counter() - started
         if scheduled.chunks:
-            rows = [c.seq for c in scheduled.chunks if c.sample]
-            constrained = [(i, seq.matcher) for i, seq in enumerate(rows) if seq.matcher is not None]
-            masks = self._masks.start(constrained, self.vocab_size)  # computed while the model runs
-            logits = self.runner.execute(scheduled, self.kv.block_table)
-            sampled = sample_step(rows, logits, masks)
-            started = time.perf_counter()
-            for seq_id, error in sampled.failed.items():  # each ends alone; the batch goes on
-                seq = self._seqs.pop(seq_id)
-                self.scheduler.finish(seq, FinishReason.ERROR)
-                outputs.append(self._output(seq, (), error))
-            for seq in self.scheduler.update(scheduled, sampled.tokens):
-                logprob = sampled.logprobs.get(seq.id)
-                outputs.append(
-                    self._output(seq, (seq.token_ids[-1],), logprobs=(logprob,) if logprob else ())
-                )
-                if seq.finish_reason is not None:
-                    del self._seqs[seq.id]
-            self.schedule_s += time.perf_counter() - started
+            outputs += self._run(scheduled)
+        return outputs
+
+    def _run(self, scheduled: SchedulerOutput) -> list[StepOutput]:
+        """Runs a scheduled step on the model (with drafts when it speculates), samples, updates."""
+        outputs: list[StepOutput] = []
+        spec = self.speculator
+        if spec is not None:
+            scheduled = spec.expand(scheduled)
+        rows = [c.seq for c in scheduled.chunks if c.sample and not c.verify]
+        constrained = [(i, seq.matcher) for i, seq in enumerate(rows) if seq.matcher is not None]
+        masks = self._masks.start(constrained, self.vocab_size)  # computed while the model runs
+        started = time.perf_counter()
+        logits = self.runner.execute(scheduled, self.kv.block_table)
+        model_s = time.perf_counter() - started
+        verified = None if spec is None else spec.verify(scheduled, logits, model_s)
+        if verified is not None and len(verified.plain_rows) < logits.shape[0]:
+            logits = logits[verified.plain_rows]
+        sampled = sample_step(rows, logits, masks)
+        started = time.perf_counter()
+        tokens: dict[str, int | tuple[int, ...]] = dict(sampled.tokens)
+        logprobs: dict[str, tuple[TokenLogprob, ...]] = {k: (v,) for k, v in sampled.logprobs.items()}
+        failed = dict(sampled.failed)
+        if verified is not None:
+            tokens.update(verified.tokens)
+            logprobs.update(verified.logprobs)
+            failed.update(verified.failed)
+        for seq_id, error in failed.items():  # each ends alone; the batch goes on
+            seq = self._seqs.pop(seq_id)
+            self.scheduler.finish(seq, FinishReason.ERROR)
+            outputs.append(self._output(seq, (), error))
+        before = {c.seq.id: len(c.seq.token_ids) for c in scheduled.chunks if c.sample}
+        for seq in self.scheduler.update(scheduled, tokens):
+            new = tuple(seq.token_ids[before[seq.id] :])
+            outputs.append(self._output(seq, new, logprobs=logprobs.get(seq.id, ())[: len(new)]))
+            if seq.finish_reason is not None:
+                del self._seqs[seq.id]
+        if spec is not None:
+            spec.reclaim()
+        self.schedule_s += time.perf_counter() - started
         return outputs
 
     @property
@@ -214,7 +257,20 @@ class Engine:
             prefix_query_tokens=self._prefix_query,
             prefix_hit_tokens=self._prefix_hit,
             last_batch_tokens=self._last_batch,
+            **self._speculation_stats(),
         )
+
+    def _speculation_stats(self) -> dict[str, Any]:
+        if self.speculator is None:
+            return {}
+        s = self.speculator.stats
+        return {
+            "speculative_drafted": s.drafted,
+            "speculative_accepted": s.accepted,
+            "speculative_draft_s": s.draft_s,
+            "speculative_verify_s": s.verify_s,
+            "speculative_acceptance": tuple(s.acceptance),
+        }
 
     @staticmethod
     def _output(

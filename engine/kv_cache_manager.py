@@ -112,6 +112,22 @@ class KVCacheManager:
             self.pool.set_key(table[len(keys)], key, chunk)
             keys.append(key)
 
+    def trim(self, seq_id: str, num_tokens: int) -> None:
+        """Frees the sequence's blocks past the first `num_tokens` tokens (slots of draft tokens
+        verification rejected: engine/speculation.py), tail first; a reserved sequence gets them
+        back into its reservation, so its promise is whole again."""
+        table = self._tables.get(seq_id, [])
+        keep = blocks_for(num_tokens, self.block_size)
+        if len(table) <= keep:
+            return
+        extra = table[keep:]
+        del table[keep:]
+        del self._keys[seq_id][keep:]  # (only full computed blocks have keys: none of these)
+        self.pool.release(reversed(extra))
+        if seq_id in self._reserved:
+            self._reserved[seq_id] += len(extra)
+            self._outstanding += len(extra)
+
     def release_blocks(self, seq_id: str) -> None:
         """Returns the sequence's blocks (tail first), keeping its reservation."""
         table = self._tables.pop(seq_id, [])

@@ -18,7 +18,8 @@ class ModelRunner:
 
     @torch.inference_mode()
     def execute(self, step: SchedulerOutput, block_table: Callable[[str], list[int]]) -> torch.Tensor:
-        """Logits [S, vocab] (fp32) for the chunks with `sample`, in chunk order."""
+        """Logits [S, vocab] (fp32) for the chunks with `sample`, in chunk order: one row each, or
+        `num_logits` rows (a verified draft: ScheduledChunk.verify), in token order."""
         bs = self.cache.block_size
         ids: list[int] = []
         positions: list[int] = []
@@ -32,7 +33,7 @@ class ModelRunner:
             seq, start, n = chunk.seq, chunk.start, chunk.num_tokens
             table = block_table(seq.id)
             token_start = len(ids)
-            ids.extend(seq.token_ids[start : start + n])
+            ids.extend(chunk.tokens())
             positions.extend(range(start, start + n))
             slots.extend(table[p // bs] * bs + p % bs for p in range(start, start + n))
             ctx = start + n
@@ -45,8 +46,7 @@ class ModelRunner:
                 prefills.append(
                     PrefillSpan(token_start, n, ctx, torch.tensor(used_blocks, dtype=torch.int64))
                 )
-            if chunk.sample:
-                sample_rows.append(token_start + n - 1)
+            sample_rows.extend(range(token_start + n - chunk.num_logits, token_start + n))
         width = max((len(t) for t in decode_tables), default=0)
         layout = StepLayout(
             slot_mapping=torch.tensor(slots, dtype=torch.int64),

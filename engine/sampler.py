@@ -109,6 +109,12 @@ def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Genera
         raise SamplingError("logits are not finite")
     if params.greedy or generator is None:
         return int(torch.argmax(logits))
+    return int(torch.multinomial(distribution(logits, params), 1, generator=generator))
+
+
+def distribution(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
+    """logits: [vocab] fp32 (usable) -> the probabilities [vocab] a sampled draw takes its token
+    from, after temperature, top-k and top-p; SamplingError when no mass is left."""
     # Shifted so that the best logit is exactly 0: dividing by any temperature leaves it 0 and every
     # other logit <= 0 (at worst -inf), so softmax never sees +inf or inf - inf.
     scaled = (logits - logits.max()) / params.temperature
@@ -125,7 +131,7 @@ def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Genera
     probs = torch.softmax(scaled, dim=-1)
     if not bool(torch.isfinite(probs).all()) or not float(probs.sum()) > 0.0:
         raise SamplingError("no probability mass to draw from")
-    return int(torch.multinomial(probs, 1, generator=generator))
+    return probs
 
 
 def _usable_rows(logits: torch.Tensor) -> torch.Tensor:

@@ -19,7 +19,7 @@ the first tier (engine/prefill_order.py). No torch, no clock, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from contracts.capacity import blocks_for
 from contracts.tier import Tier
@@ -176,25 +176,29 @@ class Scheduler:
             self.fair.charge(seq.request.cache_salt, charge, seq.request.weight)
         return SchedulerOutput(tuple(chunks), tuple(preempted))
 
-    def update(self, output: SchedulerOutput, sampled: dict[str, int]) -> list[Sequence]:
-        """Applies a finished step; returns the sequences that got a token (finished ones included)."""
+    def update(self, output: SchedulerOutput, sampled: Mapping[str, int | tuple[int, ...]]) -> list[Sequence]:
+        """Applies a finished step; returns the sequences that got tokens (finished ones included).
+        A verified draft gets its emitted tokens (engine/verification.py): its accepted drafts' KV
+        is computed, the rejected ones' is not."""
         touched = []
         for c in output.chunks:
             seq = c.seq
             if seq.status is not SeqStatus.RUNNING:
                 continue  # aborted or failed since the step was scheduled
-            seq.num_computed_tokens = c.start + c.num_tokens
-            salt = seq.request.cache_salt
-            self.kv.cache_full_blocks(seq.id, seq.token_ids, seq.num_computed_tokens, salt)
-            if not c.sample:
-                continue
-            token = sampled[seq.id]
-            seq.token_ids.append(token)
-            touched.append(seq)
-            if token in seq.request.stop_token_ids:
-                self._remove_running(seq, FinishReason.STOP_TOKEN)
-            elif seq.num_output_tokens >= seq.request.max_output_tokens:
-                self._remove_running(seq, FinishReason.LENGTH)
+            new = sampled[seq.id] if c.sample else ()
+            tokens = new if isinstance(new, tuple) else (new,)
+            reason = None
+            for token in tokens:  # up to the first that finishes the sequence
+                seq.token_ids.append(token)
+                if (reason := seq.finished_by(token)) is not None:
+                    break
+            computed = c.start + c.num_tokens - len(c.draft) + max(len(tokens) - 1, 0)
+            seq.num_computed_tokens = min(computed, len(seq.token_ids) - 1) if tokens else computed
+            self.kv.cache_full_blocks(seq.id, seq.token_ids, seq.num_computed_tokens, seq.request.cache_salt)
+            if tokens:
+                touched.append(seq)
+            if reason is not None:
+                self._remove_running(seq, reason)
         return touched
 
     def prefill_budget(self, decodes: list[ScheduledChunk], now: float | None = None) -> int:

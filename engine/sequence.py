@@ -96,6 +96,7 @@ class Sequence:
     finish_tag: float | None = None  # its prompt's prefill order, fixed at its first chunk (prefill_order.py)
     admitted_s: float | None = None  # the engine clock at add_request, kept if preempted; None: no deadline
     matcher: Any = None  # structured output: its grammar matcher (engine/constraints.py), else None
+    speculation: Any = None  # speculative decoding: its SeqSpeculation (engine/speculation_cost.py)
 
     @property
     def id(self) -> str:
@@ -112,3 +113,11 @@ class Sequence:
     @property
     def num_uncomputed(self) -> int:
         return len(self.token_ids) - self.num_computed_tokens
+
+    def finished_by(self, token: int) -> FinishReason | None:
+        """Why the sequence ends with `token` (just appended), or None when it goes on."""
+        if token in self.request.stop_token_ids:
+            return FinishReason.STOP_TOKEN
+        if self.num_output_tokens >= self.request.max_output_tokens:
+            return FinishReason.LENGTH
+        return None

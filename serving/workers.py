@@ -4,6 +4,7 @@ a worker")."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 from concurrent.futures import ThreadPoolExecutor
@@ -109,9 +110,27 @@ STEP_COST_DIR = Path(__file__).resolve().parent.parent / "var" / "step-cost"
 VERIFIED_DIR = Path(__file__).resolve().parent.parent / "var" / "verified"
 
 
+def draft_for(m: ModelSettings, models: tuple[ModelSettings, ...]) -> str:
+    """The artifact folder of the entry's speculative draft model ("int4": its own source quantized,
+    else another entry's alias), or "" when it drafts with none."""
+    if m.speculative_method != "draft":
+        return ""
+    if m.speculative_draft == "int4":
+        return str(artifact_for(dataclasses.replace(m, quantization="int4")))
+    other = next((o for o in models if o.alias == m.speculative_draft), None)
+    if other is None:
+        raise ConfigError(f"model {m.alias}: speculative_draft {m.speculative_draft!r} is no model's alias")
+    return str(artifact_for(other))
+
+
 def deployment(
-    m: ModelSettings, v: ServedVersion, intra_op_threads: int = 0, trace_url: str = ""
+    m: ModelSettings,
+    v: ServedVersion,
+    intra_op_threads: int = 0,
+    trace_url: str = "",
+    models: tuple[ModelSettings, ...] = (),
 ) -> ModelDeployment:
+    """`models`: every configured entry (a draft model may be another entry's version)."""
     return ModelDeployment(
         triton_model_name=v.triton_model_name,
         artifact_dir=v.artifact_dir,
@@ -129,6 +148,9 @@ def deployment(
         step_cost_cache=str(STEP_COST_DIR),
         verified_dir=str(VERIFIED_DIR),
         trace_url=trace_url,
+        speculative_method=m.speculative_method,
+        speculative_tokens=m.speculative_tokens,
+        draft_dir=draft_for(m, models),
     )
 
 

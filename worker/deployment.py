@@ -21,7 +21,9 @@ TEMPLATE = Path(__file__).resolve().parent.parent / "triton_models" / "llm_cpu"
 
 
 # parameters whose absence is harmless (no spans, every file hashed, the step cost measured again)
-OPTIONAL = frozenset({"trace_url", "verified_dir", "step_cost_cache"})
+OPTIONAL = frozenset(
+    {"trace_url", "verified_dir", "step_cost_cache", "speculative_method", "speculative_tokens", "draft_dir"}
+)
 
 
 @dataclass(slots=True, frozen=True)
@@ -48,6 +50,9 @@ class ModelDeployment:
         ""  # folder of files' recorded digests (artifacts/file_digests.py); "": hash every file
     )
     trace_url: str = ""  # OTLP/HTTP traces URL for each request's engine span (request_spans.py); "": none
+    speculative_method: str = "none"  # "none", "draft" or "ngram" (engine/speculation.py)
+    speculative_tokens: int = 0  # drafts a step; 0: chosen each step from the measured cost
+    draft_dir: str = ""  # "draft": the draft model's artifact folder (the same tokenizer)
 
     def parameters(self) -> dict[str, str]:
         """The config.pbtxt parameters: every field but the name and the instance count."""

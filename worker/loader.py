@@ -14,6 +14,7 @@ from engine.config import DTYPES, resolve_dtype
 from engine.constraints import Grammars
 from engine.engine import Engine, EngineConfig
 from engine.model import LlamaForCausalLM
+from engine.speculation import SpeculativeConfig
 from engine.step_budget import StepCost
 from engine.weights import load_model
 from worker import step_cost_cache
@@ -84,6 +85,9 @@ def _load(
     with step_cost_cache.loading(Path(d.step_cost_cache) if d.step_cost_cache else None, measuring) as hold:
         checked = hash_artifact()
         model = torch_thread.call(load_model, d.artifact_dir, dtype, None, use_kernels)
+        draft = None  # speculative decoding's draft model (the same tokenizer), when it has one
+        if d.speculative_method == "draft":
+            draft = torch_thread.call(load_model, Path(d.draft_dir), dtype, None, use_kernels)
         cost = None
         if key is not None:
             wait([checked])  # the hashing would slow the timed steps (its verdict is start_worker's)
@@ -101,13 +105,14 @@ def _load(
         dtype=dtype,
         kv_dtype=DTYPES[kv_dtype_name],
         compatibility_key=f"{manifest.compatibility_key}:{dtype_name}",
+        speculative=SpeculativeConfig(d.speculative_method, d.speculative_tokens),
     )
 
     # structured outputs: guides compiled for this model's tokenizer, kept across engine rebuilds
     grammars = Grammars(d.artifact_dir / "tokenizer.json", sorted(model.config.eos_token_ids))
 
     def new_engine() -> Engine:
-        return Engine(model, config, grammars=grammars)
+        return Engine(model, config, grammars=grammars, draft_model=draft)
 
     engine = torch_thread.call(new_engine)
     release_freed_memory()  # what loading freed, back to the OS (heap.py)
@@ -123,7 +128,7 @@ def _load(
         f"model {manifest.version_id} loaded ({dtype_name}, weights {manifest.quantization}, "
         f"{config.num_blocks} KV blocks of {config.block_size} ({kv_dtype_name}), {config.policy}, "
         f"{threads} intra-op threads, kernels {isa} on {kernel_threads} threads"
-        f"{'' if model.fused else ', eager steps'})"
+        f"{'' if model.fused else ', eager steps'}, speculative {d.speculative_method})"
     )
     return adapter, torch_thread, loaded, checked
 

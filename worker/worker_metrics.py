@@ -13,6 +13,14 @@ if TYPE_CHECKING:
 METRICS_INTERVAL_S = 0.5
 LOOP_PARTS = ("cancel_check", "schedule", "model", "respond")  # where the engine loop's time goes
 ENGINE_TOTALS = ("preemptions", "prefix_query_tokens", "prefix_hit_tokens")  # cumulative in the engine
+# speculative decoding's, cumulative in the engine: (Stats field, metric family, its label)
+SPECULATIVE_TOTALS = (
+    ("speculative_drafted", "tokens", {"kind": "drafted"}),
+    ("speculative_accepted", "tokens", {"kind": "accepted"}),
+    ("speculative_draft_s", "seconds", {"part": "draft"}),
+    ("speculative_verify_s", "seconds", {"part": "verify"}),
+)
+ACCEPTANCE_BOUNDS = ("0", "0.25", "0.5", "0.75", "1")  # engine/speculation.py ACCEPTANCE_BUCKETS
 
 
 class Metric(Protocol):
@@ -56,7 +64,30 @@ class WorkerMetrics:
             "model (the rest of the engine step: inputs, the model, sampling), respond (creating the "
             "step's responses and posting them to the outbox)",
         )
-        self.families = [blocks, seqs, pre, query, hit, batch, steps, batched, loop]
+        spec = {
+            "tokens": counter("llm_worker_speculative_tokens_total", "Draft tokens verified, and accepted"),
+            "seconds": counter(
+                "llm_worker_speculative_seconds_total", "Speculating steps' time drafting and verifying"
+            ),
+        }
+        acceptance = counter(
+            "llm_worker_speculative_acceptance_total",
+            "Verified drafts by the share of their tokens accepted: the bucket is the first bound "
+            "(le) the share does not exceed",
+        )
+        self.families = [
+            blocks,
+            seqs,
+            pre,
+            query,
+            hit,
+            batch,
+            steps,
+            batched,
+            loop,
+            *spec.values(),
+            acceptance,
+        ]
         label = {"model": model_name}
         self.gauges = {
             "blocks_used": blocks.Metric({**label, "state": "used"}),
@@ -73,6 +104,10 @@ class WorkerMetrics:
             "steps": steps.Metric(label),
             "batched_tokens": batched.Metric(label),
         }
+        for name, family, extra in SPECULATIVE_TOTALS:
+            self.counters[name] = spec[family].Metric({**label, **extra})
+        for i, bound in enumerate(ACCEPTANCE_BOUNDS):
+            self.counters[f"acceptance_{i}"] = acceptance.Metric({**label, "le": bound})
         self.loop = {part: loop.Metric({**label, "part": part}) for part in LOOP_PARTS}
         self.reported = dict.fromkeys(self.counters, 0)
         self.steps = 0
@@ -103,6 +138,8 @@ class WorkerMetrics:
             **{name: getattr(stats, name) for name in ENGINE_TOTALS},
             "steps": self.steps,
             "batched_tokens": self.batched_tokens,
+            **{name: getattr(stats, name) for name, _, _ in SPECULATIVE_TOTALS},
+            **{f"acceptance_{i}": n for i, n in enumerate(stats.speculative_acceptance)},
         }
         for name, value in totals.items():
             if value > self.reported[name]:

@@ -72,6 +72,12 @@ def test_file_keys_override_defaults_and_local_tenant_exists_only_by_default(tmp
         ({"fleet": {"relay_listen": "nowhere"}}, "relay_listen and relay_advertise"),
         ({"fleet": {"secret": "x"}}, "unknown key"),
         ({"worker": {"id": "x"}}, "unknown key"),
+        ({"models": [{"alias": "m", "speculative_method": "medusa"}]}, "speculative_method"),
+        ({"models": [{"alias": "m", "speculative_tokens": -1}]}, "speculative_tokens"),
+        (
+            {"models": [{"alias": "m", "speculative_method": "draft", "speculative_draft": "x"}]},
+            "speculative_draft",
+        ),
     ],
 )
 def test_bad_config_is_refused(raw: dict[str, object], message: str) -> None:
@@ -166,3 +172,23 @@ def test_the_repository_section_sets_where_pushes_land_and_their_size_limit() ->
         parse_config({"fleet": {"repository_target": "10.0.0.5:50051"}}).fleet.repository_target
         == "10.0.0.5:50051"
     )
+
+
+def test_speculative_knobs_are_read_per_model() -> None:
+    cfg = parse_config(
+        {
+            "models": [
+                {"alias": "big", "speculative_method": "draft", "speculative_draft": "small"},
+                {
+                    "alias": "small",
+                    "quantization": "int4",
+                    "speculative_method": "ngram",
+                    "speculative_tokens": 4,
+                },
+            ]
+        }
+    )
+    big, small = cfg.models
+    assert (big.speculative_method, big.speculative_draft, big.speculative_tokens) == ("draft", "small", 0)
+    assert (small.speculative_method, small.speculative_tokens) == ("ngram", 4)
+    assert parse_config({"models": [{"alias": "m"}]}).models[0].speculative_method == "none"
