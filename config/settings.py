@@ -117,6 +117,11 @@ class HttpSettings:
     console: bool = True  # serve the web console at /console (files; it calls this API with its keys)
     # OpenAI endpoints: max_tokens when the request leaves it out (the REST API requires it, as gRPC)
     default_max_tokens: int = 512  # a positive integer
+    # a connection's request line and headers must arrive within this (from its first byte, or its
+    # opening): a client that sends them slowly, or opens connections and sends nothing, is closed
+    header_timeout_s: float = 10.0  # positive
+    # ... and a request's body within this, once its headers came; else 408 REQUEST_TIMEOUT
+    body_timeout_s: float = 30.0  # positive
 
 
 @dataclass(slots=True, frozen=True)
