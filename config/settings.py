@@ -89,6 +89,7 @@ class FrontendSettings:
     tokenizer_threads: int = 2  # threads that tokenize and render templates, off the event loop
     max_pending_tokenizations: int = 64  # beyond it: UNAVAILABLE TOKENIZER_BUSY
     max_health_watchers: int = 64  # concurrent Health.Watch streams (no credential needed)
+    max_reflection_streams: int = 16  # concurrent server reflection streams (no credential needed)
     # fair memory: with more than one tenant, one tenant holds at most this share of a worker's KV
     # pool; the rest stays for the others (a request needing more is refused TENANT_KV_SHARE)
     max_tenant_kv_share: float = 0.75  # in (0, 1]
