@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
@@ -51,6 +52,11 @@ class CanaryRefused(CanaryFailed):
 
 
 def canary_request(version: ServedVersion, request_id: str) -> WorkerRequest:
+    """A canary carries W3C trace context marked not sampled (flags 00): the worker's engine span,
+    parented on it, is not recorded, so an idle platform's canaries send nothing to the collector.
+    Triton traces by its own rate whatever the flag: its spans of a canary name its request id
+    (`canary-<worker>-<n>`, docs/observability.md says how to drop them)."""
+    unsampled = f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-00"
     return WorkerRequest(
         model=version.triton_model_name,
         prompt_ids=(version.eos_token_id,),  # any token of the vocabulary
@@ -59,6 +65,7 @@ def canary_request(version: ServedVersion, request_id: str) -> WorkerRequest:
         generation_id=request_id,
         cache_salt=CANARY_SALT,
         tier=Tier.BATCH,  # it never takes a prefill turn from interactive work
+        trace_headers=(("traceparent", unsampled),),
     )
 
 

@@ -258,3 +258,12 @@ async def test_reset_drops_the_canaries_in_flight_and_counts_every_model_as_seen
     assert client.closed == 1 and client.liveness_of("m--1").silent_s() == 0
     assert await probe.failure() is None  # no verdict from the dropped canary
     assert len(client.sent) == 1
+
+
+def test_a_canary_carries_trace_context_that_is_not_sampled() -> None:
+    """So the worker records no span of it (the collector gets nothing from an idle platform's
+    canaries); each canary's trace is its own."""
+    first, second = (dict(canary_request(VERSION, f"canary-w-{n}").trace_headers) for n in (1, 2))  # type: ignore[arg-type]
+    version, trace, parent, flags = first["traceparent"].split("-")
+    assert (version, len(trace), len(parent), flags) == ("00", 32, 16, "00")
+    assert second["traceparent"].split("-")[1] != trace
