@@ -81,9 +81,16 @@ class StubWatch:
             if is_live(stub, server_pid, proc):
                 continue
             del self.known[stub.pid]
-            if stub.model in models:
+            if stub.model in models and not self._replaced(stub, server_pid, proc):
                 return f"model {stub.model}: its Python-backend stub (pid {stub.pid}) exited"
         return None
+
+    def _replaced(self, gone: Stub, server_pid: int, proc: Path) -> bool:
+        """Another live stub runs the model: Triton reloaded it (it starts the new instance before
+        it ends the old one), which is no failure."""
+        for stub in live_stubs(server_pid, proc):
+            self.known.setdefault(stub.pid, stub)
+        return any(s.model == gone.model for s in self.known.values())
 
     def discover(self, server_pid: int, proc: Path = PROC) -> None:
         if server_pid != self.server_pid:

@@ -57,3 +57,16 @@ def test_a_reused_pid_is_not_the_stub_and_a_new_server_forgets_the_old_stubs(tmp
     process(tmp_path, 301, STUB_NAME, model="a", ppid=300)
     watch.discover(300, tmp_path)  # the restarted server's stubs
     assert watch.known == {301: Stub(301, "a")} and watch.server_pid == 300
+
+
+def test_a_stub_that_exits_as_triton_reloads_its_model_is_no_failure(tmp_path: Path) -> None:
+    """A reload starts the model's new instance (a new stub) before it ends the old one."""
+    process(tmp_path, 201, STUB_NAME, model="a")
+    watch = StubWatch()
+    watch.discover(SERVER, tmp_path)
+    process(tmp_path, 202, STUB_NAME, model="a")  # the reloaded instance
+    process(tmp_path, 201, STUB_NAME, model="a", state="Z")
+    assert watch.gone(SERVER, ["a"], tmp_path) is None
+    assert watch.known == {202: Stub(202, "a")}  # and it is watched from now on
+    process(tmp_path, 202, STUB_NAME, model="a", state="Z")
+    assert watch.gone(SERVER, ["a"], tmp_path) == "model a: its Python-backend stub (pid 202) exited"
