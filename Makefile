@@ -121,11 +121,14 @@ store-ha-status: $(VENV)/.serve-deps
 
 # The standard serving comparison (bench/compare/serve.py; about 8 minutes on 2 cores): the platform over
 # gRPC against transformers serving one request at a time (and llama.cpp where it is installed).
-# Ten minutes of random cancellations, disconnects and resumes against the real platform, then
-# checks: every KV block free, no generation left running, billed <= generated (bench/soak.py).
+# MINUTES (10 by default) of random cancellations, disconnects and resumes against the real
+# platform, then checks: every KV block free, no generation left running, billed <= generated
+# (bench/soak.py); then as long again under faults (stub killed and stopped, tritonserver killed,
+# the store's lock held), printing requests, faults, stream endings and the invariants (bench/chaos.py).
 .PHONY: soak
 soak: setup-test
-	$(PY) -m bench soak --minutes 10
+	$(PY) -m bench soak --minutes $(or $(MINUTES),10)
+	$(PY) -m bench chaos --minutes $(or $(MINUTES),10)
 
 .PHONY: bench
 bench: setup-test

@@ -4,8 +4,10 @@ quality (quantized versions' greedy agreement and perplexity against fp32), prof
 decode step's time goes at batch 1, 8 and 32), platform-profile (the same through the whole
 platform: the worker loop's parts and every process's CPU a step), request-cost (every
 process's CPU and the control store's work a request, for bursts of short requests), soak (random cancels,
-disconnects and resumes for minutes, then the books are checked), hostile (health latency while
-oversized requests are refused), startup (launch to ready, cold and warm), structured (32 streams
+disconnects and resumes for minutes, then the books are checked), chaos (the same while the
+worker's stub and server are killed or stopped and the store's lock is held, then the invariants),
+hostile (health latency while oversized
+requests are refused), startup (launch to ready, cold and warm), structured (32 streams
 constrained by JSON schemas against the same streams free, and schemas' compile time), limits
 (memory bandwidth and matmul peaks here, and the ceilings they set on decode and on the batch), aiperf
 (NVIDIA's AIPerf against the platform's OpenAI endpoint and the HTTP peers, beside our client),
@@ -30,6 +32,7 @@ SUITES = {
     "request-cost": "bench.request_cost",
     "serve": "bench.compare.serve",
     "soak": "bench.soak",
+    "chaos": "bench.chaos",
     "hostile": "bench.hostile",
     "startup": "bench.startup",
     "structured": "bench.structured",

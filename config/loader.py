@@ -151,6 +151,10 @@ def _check(cfg: PlatformConfig, where: str) -> None:
         raise ConfigError(f"{where}: [http] listen must be host:port (or empty for no HTTP)")
     if not isinstance(cfg.http.default_max_tokens, int) or cfg.http.default_max_tokens < 1:
         raise ConfigError(f"{where}: [http] default_max_tokens must be a positive integer")
+    if not all(
+        isinstance(t, int | float) and t > 0 for t in (cfg.http.header_timeout_s, cfg.http.body_timeout_s)
+    ):
+        raise ConfigError(f"{where}: [http] header_timeout_s and body_timeout_s must be positive")
     endpoint = cfg.telemetry.otlp_endpoint
     if endpoint and not endpoint.startswith(("http://", "https://")):
         raise ConfigError(f"{where}: [telemetry] otlp_endpoint must be an http(s) URL")

@@ -89,6 +89,7 @@ class FrontendSettings:
     tokenizer_threads: int = 2  # threads that tokenize and render templates, off the event loop
     max_pending_tokenizations: int = 64  # beyond it: UNAVAILABLE TOKENIZER_BUSY
     max_health_watchers: int = 64  # concurrent Health.Watch streams (no credential needed)
+    max_reflection_streams: int = 16  # concurrent server reflection streams (no credential needed)
     # fair memory: with more than one tenant, one tenant holds at most this share of a worker's KV
     # pool; the rest stays for the others (a request needing more is refused TENANT_KV_SHARE)
     max_tenant_kv_share: float = 0.75  # in (0, 1]
@@ -117,6 +118,11 @@ class HttpSettings:
     console: bool = True  # serve the web console at /console (files; it calls this API with its keys)
     # OpenAI endpoints: max_tokens when the request leaves it out (the REST API requires it, as gRPC)
     default_max_tokens: int = 512  # a positive integer
+    # a connection's request line and headers must arrive within this (from its first byte, or its
+    # opening): a client that sends them slowly, or opens connections and sends nothing, is closed
+    header_timeout_s: float = 10.0  # positive
+    # ... and a request's body within this, once its headers came; else 408 REQUEST_TIMEOUT
+    body_timeout_s: float = 30.0  # positive
 
 
 @dataclass(slots=True, frozen=True)

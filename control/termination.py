@@ -6,12 +6,14 @@ layer runs both in one transaction.
 - `finish_attempt`: the worker's attempt ends it (fenced: current epoch, unexpired lease).
 - `interrupt_attempt`: the control plane declares the current attempt lost (worker crash, sweeper).
 - `finish_queued`: a generation that never started an attempt is canceled or failed.
+- `withdraw_queued`, `withdraw_unadmitted`: the platform refused it before anything ran; its record goes.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
+from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
 from control import generation_rows
@@ -82,3 +84,21 @@ def withdraw_queued(session: Session, generation_id: str) -> Generation:
     session.delete(generation)
     session.flush()
     return generation
+
+
+def unadmitted(session: Session, lease: Lease, *, now: datetime) -> GenerationRow:
+    """The locked generation whose first attempt holds `lease` and that no worker admitted (each
+    refused it or was down, so nothing ran and nothing was reported), to withdraw: like a QUEUED
+    one, it is to leave no identity behind, so that a retry under the same request id is a new
+    request (release its reservation, then `delete_generation`). Fenced like `finish_attempt`; a
+    later attempt (the generation ran before) raises `IllegalTransition`."""
+    generation, _ = fence(session, lease, now=now)
+    if lease.epoch != 1:
+        raise IllegalTransition(generation.id, str(generation.state), "WITHDRAWN")
+    return generation
+
+
+def delete_generation(session: Session, generation_id: str) -> None:
+    """Deletes the generation with its attempts, their watermarks and its reservation (ON DELETE
+    CASCADE)."""
+    session.execute(delete(Generation).where(Generation.id == generation_id))

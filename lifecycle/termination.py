@@ -70,6 +70,17 @@ def withdraw_queued(store: Store, generation_id: str, *, now: datetime) -> None:
         termination.withdraw_queued(session, generation_id)
 
 
+def withdraw_unadmitted(store: Store, lease: Lease, *, now: datetime) -> None:
+    """A generation whose first attempt started but that no worker admitted (each refused it for
+    room or was down): nothing ran and nothing is billed; its reservation is released and its
+    record deleted, so a retry with the same request id starts afresh (as `withdraw_queued`).
+    Raises control's `FencingError` for a replaced or expired attempt."""
+    with store.transaction() as session:
+        generation = termination.unadmitted(session, lease, now=now)
+        release_reservation(session, charge_of(generation), now=now)
+        termination.delete_generation(session, generation.id)
+
+
 def sweep_expired_leases(store: Store, *, now: datetime, limit: int = 100) -> list[SweptAttempt]:
     """Interrupts (LEASE_EXPIRED) and seals up to `limit` current attempts whose lease expired at or
     before `now`, oldest first; returns those it interrupted. Billing keeps each one's last durable

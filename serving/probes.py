@@ -1,6 +1,8 @@
 """Whether a running local worker must be restarted (the supervisor restarts it; docs/architecture.md,
 "Failure and lifecycle"). Beyond its `tritonserver` process exiting, a worker fails when:
 
+    stub       a Python-backend stub of a model it serves exited (serving/stubs.py: every pass, so the
+               worker stops being routable, and health turns NOT_SERVING, as soon as a stub is gone)
     identity   the server answering on its port is not this launch (serving/triton.py `check`)
     readiness  a model it loaded is not ready (every probe interval)
     canary     a model silent for the probe interval (frontend/dispatch/worker_liveness.py) gets a tiny
@@ -17,6 +19,7 @@
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
@@ -27,11 +30,13 @@ from frontend.catalog.registry import ServedVersion
 from frontend.dispatch.worker_client import (
     TritonWorker,
     WorkerCapacityError,
+    WorkerDown,
     WorkerError,
     WorkerLost,
     WorkerRequest,
 )
 from frontend.dispatch.worker_pool import WorkerHandle
+from serving.stubs import StubWatch
 from serving.triton_host import ModelNotReady, TritonError
 from serving.workers import LocalWorker
 
@@ -47,6 +52,11 @@ class CanaryRefused(CanaryFailed):
 
 
 def canary_request(version: ServedVersion, request_id: str) -> WorkerRequest:
+    """A canary carries W3C trace context marked not sampled (flags 00): the worker's engine span,
+    parented on it, is not recorded, so an idle platform's canaries send nothing to the collector.
+    Triton traces by its own rate whatever the flag: its spans of a canary name its request id
+    (`canary-<worker>-<n>`, docs/observability.md says how to drop them)."""
+    unsampled = f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-00"
     return WorkerRequest(
         model=version.triton_model_name,
         prompt_ids=(version.eos_token_id,),  # any token of the vocabulary
@@ -55,6 +65,7 @@ def canary_request(version: ServedVersion, request_id: str) -> WorkerRequest:
         generation_id=request_id,
         cache_salt=CANARY_SALT,
         tier=Tier.BATCH,  # it never takes a prefill turn from interactive work
+        trace_headers=(("traceparent", unsampled),),
     )
 
 
@@ -75,7 +86,7 @@ async def send_canary(client: TritonWorker, req: WorkerRequest, timeout_s: float
             drain = await anext(chunks, None) is not None
     except WorkerCapacityError:
         pass  # refused for memory now: the engine loop answered
-    except WorkerError as e:
+    except (WorkerError, WorkerDown) as e:
         if wire.parse_refusal(str(e))[0] is None:  # Triton's error, not the worker's refusal
             raise CanaryRefused(f"canary refused by Triton: {e}") from None
     except WorkerLost as e:
@@ -160,7 +171,9 @@ class Canaries:
 
 @dataclass(slots=True, eq=False)
 class WorkerProbe:
-    """The probes of one running worker (its process is the supervisor's to check)."""
+    """The probes of one running worker (its process is the supervisor's to check): its stubs are
+    watched every pass (serving/stubs.py), identity and readiness checked and canaries sent at its
+    probe interval."""
 
     worker: LocalWorker
     handle: WorkerHandle
@@ -168,6 +181,7 @@ class WorkerProbe:
     timeout_s: float  # a canary unanswered this long fails
     clock: Callable[[], float] = time.monotonic
     _canaries: Canaries = field(init=False)
+    _stubs: StubWatch = field(default_factory=StubWatch)  # its stubs: one that exits fails it at once
     _next_check: float = 0.0
 
     def __post_init__(self) -> None:
@@ -180,13 +194,17 @@ class WorkerProbe:
         not-ready verdict or Triton's refusal counts only for the models the worker still serves once
         it is in: a readiness check or a canary in flight as a retired version unloads finds it not
         ready, which is no failure."""
-        failed = self._canaries.failure(self._serving())
+        process = self.worker.server.process  # None: not running
+        gone = None if process is None else self._stubs.gone(process.pid, self._serving())
+        failed = gone or self._canaries.failure(self._serving())
         if failed is not None:
             return failed
         now = self.clock()
         if now >= self._next_check:
             self._next_check = now + self.interval_s
             try:
+                if process is not None:
+                    await asyncio.to_thread(self._stubs.discover, process.pid)
                 await asyncio.to_thread(self.worker.server.check, list(self._serving()))
             except ModelNotReady as e:
                 if e.model in self._serving():

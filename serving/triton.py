@@ -10,8 +10,13 @@ configs, statistics, shared memory, trace and log settings) needs the server's a
 header (Triton's restricted protocols). The key is drawn when the `TritonServer` is made and kept
 for its life, so a restart keeps the clients that hold it working. Health (server live/ready, model
 ready) stays open: it is what readiness probes ask, and it tells nothing about requests. Triton
-takes the key on its command line, where a local user who can read the process table can see it;
-the tenant's prefix-cache salt never appears there (frontend/generations/cache_salt.py).
+takes the key on its command line (it reads it from nowhere else), where a local user who can read
+the process table can see it; the tenant's prefix-cache salt never appears there
+(frontend/generations/cache_salt.py). The Python backend creates each stub's shared-memory region
+in /dev/shm, through which prompts and outputs pass, readable by every local user (0644, set
+explicitly, whatever the umask): each load narrows them to 0600 once the model is ready (a window
+remains between its stub's start and then). docs/operations.md says what protects both: a
+dedicated user, or the pod's own IPC namespace and process table.
 
 Identity: a port in use is a start-up error, and each launch gets a random `--id`, which Triton
 reports back as its server metadata's `name` (its API shows no pid). Only a server reporting this
@@ -144,6 +149,7 @@ class TritonServer:
                 stderr=subprocess.STDOUT,
                 env=launch_env(self.install),
                 start_new_session=True,
+                umask=0o077,  # the files it writes: its user's alone
             )
 
     def _client(self) -> Any:
@@ -206,6 +212,7 @@ class TritonServer:
         client = self._client()
         try:
             client.load_model(name, headers=self.grpc_headers)
+            self._restrict_shm()
             if not client.is_model_ready(name):
                 raise TritonError(f"model {name} did not become ready")
         except InferenceServerException as e:
@@ -253,6 +260,13 @@ class TritonServer:
             if proc.poll() is None:
                 proc.wait(timeout=10)
         self._remove_shm()
+
+    def _restrict_shm(self) -> None:
+        """This server's shared-memory regions: readable and writable by its user alone."""
+        for name in _shm_regions():
+            if name.startswith(self.shm_prefix):
+                with contextlib.suppress(FileNotFoundError):
+                    (SHM / name).chmod(0o600)
 
     def _remove_shm(self) -> None:
         for name in _shm_regions():

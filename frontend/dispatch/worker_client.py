@@ -34,6 +34,23 @@ class WorkerLost(Exception):
     """The stream to the worker broke before the request's final response."""
 
 
+class WorkerDown(WorkerLost):
+    """Triton answered for the worker: its model cannot run requests now (the Python-backend stub
+    died or is stopped, the model is not loaded or unloading): UNAVAILABLE, never INTERNAL."""
+
+
+TRITON_DOWN = ("is not healthy", "unknown model", "is not found", "not ready", "no available version")
+
+
+def is_worker_down(message: str, extensions: bool) -> bool:
+    """Our CPU worker's UNLOADING refusal, and any error Triton itself sent (our worker's own carry a
+    reason, contracts/worker.py); from a TensorRT-LLM worker, Triton's phrases (TRITON_DOWN)."""
+    reason, _ = wire.parse_refusal(message)
+    if reason is not None:
+        return reason is wire.Refusal.UNLOADING
+    return extensions or any(phrase in message for phrase in TRITON_DOWN)
+
+
 @dataclass(slots=True, frozen=True)
 class WorkerChunk:
     """One streamed response: new tokens (none in the admission response), and the prompt's counts
@@ -224,7 +241,8 @@ class TritonWorker:
     async def generate(self, req: WorkerRequest) -> AsyncGenerator[WorkerChunk, None]:
         """Yields each streamed response until the final one.
 
-        Raises WorkerCapacityError (refused now), WorkerError (rejected/failed) or WorkerLost.
+        Raises WorkerCapacityError (refused now), WorkerError (rejected/failed) or WorkerLost
+        (WorkerDown: the model cannot run requests now).
         """
         done = asyncio.Event()
 
@@ -265,6 +283,8 @@ class TritonWorker:
                         liveness.seen()
                     if reason is wire.Refusal.CAPACITY:
                         raise WorkerCapacityError(detail)
+                    if is_worker_down(message, self.extensions):
+                        raise WorkerDown(message)
                     raise WorkerError(message)
                 liveness.seen()
                 final = result.get_response().parameters.get("triton_final_response")

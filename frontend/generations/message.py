@@ -10,7 +10,10 @@ Reason = pb.Finished.Reason
 
 
 def generation_message(g: GenerationRecord) -> pb.Generation:
+    """Its usage is final once every attempt is sealed, or when it ended before any attempt (nothing
+    ran, nothing is billed: as its stream's `finished` says)."""
     billed = g.usage
+    never_ran = g.epoch is None and GenerationState(g.state).terminal
     return pb.Generation(
         generation_id=g.generation_id,
         request_id=g.request_id,
@@ -23,7 +26,7 @@ def generation_message(g: GenerationRecord) -> pb.Generation:
             cached_input_tokens=billed.billed.cached_input_tokens,
             output_tokens=billed.billed.output_tokens,
         ),
-        usage_final=billed.final,
+        usage_final=billed.final or never_ran,
     )
 
 

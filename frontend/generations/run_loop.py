@@ -44,9 +44,9 @@ from frontend.dispatch.fair_queue import Ticket
 from frontend.generations.live import LiveGeneration, LiveRegistry
 from frontend.generations.run import GenerationRun
 from frontend.metrics import FrontendMetrics
-from frontend.refusals import Refusal
+from frontend.refusals import Refusal, Unavailable
 from lifecycle.attempts import Dispatch, start_attempt
-from lifecycle.termination import finish, finish_queued, interrupt, withdraw_queued
+from lifecycle.termination import finish, finish_queued, interrupt, withdraw_queued, withdraw_unadmitted
 from llm.v1 import generations_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -142,7 +142,8 @@ class RunLoop:
                 live.error = e = api_error(refused)
                 obs.refused(e.reason)
                 rejected(self.metrics, e)
-                await asyncio.to_thread(self._end, live, GenerationState.FAILED, e.reason)
+                retry = isinstance(refused, Unavailable)  # no worker took it: its id stays usable
+                await asyncio.to_thread(self._end, live, GenerationState.FAILED, e.reason, retry)
         except Exception as e:  # never leave a reader waiting on a log that will not close
             # the one rule: a run that cannot record its end (the store is down or locked past its
             # timeout) ends its streams with the error's status (STORE_UNAVAILABLE), never silently;
@@ -243,8 +244,9 @@ class RunLoop:
                     raise
             await asyncio.sleep(STORE_RETRY_S)
 
-    def _end(self, live: LiveGeneration, state: GenerationState, reason: str) -> bool:
-        """Records the end; True when the lease had lapsed and it was recorded INTERRUPTED instead."""
+    def _end(self, live: LiveGeneration, state: GenerationState, reason: str, withdraw: bool = False) -> bool:
+        """Records the end (`withdraw`: refused by every worker, its first attempt goes too); True
+        when the lease had lapsed and it was recorded INTERRUPTED instead."""
         now = self.clock()
         lease = live.lease
         try:
@@ -252,6 +254,8 @@ class RunLoop:
                 finish_queued(self.store, live.generation_id, state=state, reason=reason, now=now)
             elif lease is None:  # refused before it ran: no record left; a retry starts afresh
                 withdraw_queued(self.store, live.generation_id, now=now)
+            elif withdraw and lease.epoch == 1:  # no worker admitted it: likewise
+                withdraw_unadmitted(self.store, lease, now=now)
             elif state is GenerationState.INTERRUPTED:
                 interrupt(self.store, lease.generation_id, lease.epoch, reason=reason, now=now)
             else:

@@ -19,7 +19,6 @@ OpenAI-compatible
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -38,7 +37,7 @@ from frontend.auth import ApiKeyStore, Tenant
 from frontend.calls import FrontendCalls
 from frontend.catalog.messages import list_models
 from frontend.dispatch.worker_pool import ready_workers
-from frontend.http import openai, openai_answers, transcode
+from frontend.http import json_body, openai, openai_answers, transcode
 from frontend.http.account_routes import AccountRoutes, account_routes
 from frontend.http.errors import JSON, openai_error, rest_error
 from frontend.http.streams import Document, EventStream
@@ -49,10 +48,6 @@ from llm.v1 import usage_pb2
 
 log = logging.getLogger(__name__)
 Endpoint = Callable[[Request], Awaitable[Response]]
-
-
-class TooLarge(Exception):
-    """The request body is over [frontend] max_request_bytes."""
 
 
 class HttpApi:
@@ -81,21 +76,7 @@ class HttpApi:
 
     async def body(self, request: Request, empty: Any = None) -> Any:
         """The request's JSON body (`empty`, when given, stands for no body at all)."""
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_body:
-            raise TooLarge
-        chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > self.max_body:
-                raise TooLarge
-            chunks.append(chunk)
-        if empty is not None and not b"".join(chunks).strip():
-            return empty
-        try:
-            return json.loads(b"".join(chunks))
-        except (ValueError, UnicodeDecodeError):
-            raise InvalidRequest("MALFORMED_REQUEST", "the request body is not valid JSON") from None
+        return await json_body.read(request, self.max_body, self.settings.body_timeout_s, empty)
 
     @staticmethod
     def mapped(refusal: Callable[[ApiError, int | None], Response]) -> Callable[[Endpoint], Endpoint]:
@@ -105,11 +86,14 @@ class HttpApi:
             async def call(request: Request) -> Response:
                 try:
                     return await endpoint(request)
-                except TooLarge:
+                except json_body.TooLarge:
                     too_large = Exhausted(
                         "REQUEST_TOO_LARGE", "the request body is larger than [frontend] max_request_bytes"
                     )
                     return refusal(api_error(too_large), 413)
+                except json_body.TooSlow:
+                    slow = InvalidRequest("REQUEST_TIMEOUT", "the request body did not arrive in time")
+                    return refusal(api_error(slow), 408)
                 except ClientDisconnect:
                     return Response(status_code=499)
                 except HTTPException:

@@ -24,6 +24,7 @@ from frontend.admin.calls import AdminCalls
 from frontend.auth import ApiKeyStore
 from frontend.calls import FrontendCalls
 from frontend.http.app import http_app
+from frontend.http.slow_clients import deadline_protocol
 
 log = logging.getLogger(__name__)
 SHUTDOWN_GRACE_S = 5  # as the gRPC server's stop(grace=5)
@@ -66,7 +67,7 @@ async def http_server(
             tls |= {"ssl_ca_certs": frontend.tls_client_ca_file, "ssl_cert_reqs": ssl.CERT_REQUIRED}
     config = uvicorn.Config(
         app,
-        http="h11",
+        http=deadline_protocol(settings.header_timeout_s),  # h11, with a deadline for headers
         lifespan="off",
         access_log=False,
         log_config=None,  # the process's logging stays as the platform set it

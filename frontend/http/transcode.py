@@ -78,7 +78,7 @@ def non_negative(value: str | None, name: str) -> int:
     """A query parameter or header that must be a non-negative integer (0 when absent)."""
     if value is None or value == "":
         return 0
-    if not value.isdigit() or len(value) > 19:
+    if not (value.isascii() and value.isdigit()) or len(value) > 19:  # "²".isdigit(), but int() refuses it
         raise InvalidRequest("MALFORMED_REQUEST", f"{name} must be a non-negative integer")
     return int(value)
 

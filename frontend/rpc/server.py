@@ -8,10 +8,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
 from config.settings import FrontendSettings
 from frontend.admin.service import AdminService
@@ -68,6 +69,32 @@ class CappedHealthServicer(health.aio.HealthServicer):
             self.watchers -= 1
 
 
+class CappedReflectionServicer(reflection.aio.ReflectionServicer):
+    """The stock server reflection; its streams (no credential needed) are capped in number, as
+    Health.Watch streams are."""
+
+    def __init__(self, service_names: tuple[str, ...], max_streams: int) -> None:
+        super().__init__(service_names)
+        self.max_streams = max_streams
+        self.streams = 0
+
+    async def ServerReflectionInfo(
+        self, request_iterator: AsyncIterator[Any], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[Any]:
+        if self.streams >= self.max_streams:
+            raise Exhausted(
+                "TOO_MANY_REFLECTION_STREAMS",
+                f"at most {self.max_streams} server reflection streams at a time",
+                retry_after_s=5.0,
+            )
+        self.streams += 1
+        try:
+            async for response in super().ServerReflectionInfo(request_iterator, context):
+                yield response
+        finally:
+            self.streams -= 1
+
+
 def bind(server: grpc.aio.Server, listen: str, settings: FrontendSettings) -> int:
     """Binds `listen` with TLS when the settings name a certificate (mutual TLS with a client CA)."""
     if not settings.tls_cert_file:
@@ -118,9 +145,10 @@ async def frontend_server(
         admin_pb2_grpc.add_AdminServicer_to_server(admin, server)
     health_servicer = CappedHealthServicer(settings.max_health_watchers)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection(
-        (*SERVICE_NAMES, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
-        server,
+    health_name = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
+    reflected = (*SERVICE_NAMES, health_name, reflection.SERVICE_NAME)
+    reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
+        CappedReflectionServicer(reflected, settings.max_reflection_streams), server
     )
     port = bind(server, listen, settings)
     if port == 0:

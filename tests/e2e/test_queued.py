@@ -92,6 +92,9 @@ async def test_cancelling_a_queued_generation_bills_nothing(channel, platform: P
         events = [e async for e in waiting]
         assert events[-1].finished.reason == pb.Finished.Reason.CANCELED
         assert events[-1].finished.usage.input_tokens == 0  # nothing was processed
+        # nothing ran, so nothing will ever be billed: final, on the stream and in the store alike
+        got = await stub.GetGeneration(pb.GetGenerationRequest(request_id="queued-2"), metadata=auth())
+        assert events[-1].finished.usage_final and ended.usage_final and got.usage_final
     finally:
         hog.cancel()
     await wait_until_idle(platform)

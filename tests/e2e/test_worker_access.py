@@ -5,7 +5,10 @@ secret only the frontend holds)."""
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 import tritonclient.grpc as grpcclient
@@ -163,3 +166,13 @@ async def test_naming_a_tenant_does_not_reach_its_prefix_cache(channel, platform
     salt = platform.manager.salts.for_tenant("alpha")  # only the frontend knows it
     derived = await infer_directly(server, probe(platform, prompt_ids, salt), server.grpc_headers)
     assert derived[0].num_cached_tokens is not None and derived[0].num_cached_tokens >= len(prompt_ids) - 16
+
+
+def test_the_stubs_shared_memory_is_readable_by_the_workers_user_alone(platform: Platform) -> None:
+    """Prompts and outputs pass through the Python backend's regions in /dev/shm, which it creates
+    readable by every local user (0644): once its model is loaded, they are the owner's alone."""
+    server = server_of(platform)
+    regions = [p for p in Path("/dev/shm").iterdir() if p.name.startswith(server.shm_prefix)]
+    assert regions, "the worker's stub has a shared-memory region"
+    assert {oct(stat.S_IMODE(p.stat().st_mode)) for p in regions} == {oct(0o600)}
+    assert {p.stat().st_uid for p in regions} == {os.getuid()}

@@ -16,7 +16,9 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import re
 import threading
+import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -197,3 +199,34 @@ def _chain(spans: list[Received], gid: str) -> list[Received]:
         if (s[0], s[2]) == ("llm-worker", "engine") and gid in s[3].get("llm.generation_id", "")
     ]
     return roots[:1] + queues[:1] + engines[:1]
+
+
+def inferences(platform: Platform) -> int:
+    """The requests the worker's Triton has completed, all models (its metrics need no key)."""
+    server = platform.triton
+    assert server is not None
+    url = f"http://127.0.0.1:{server.metrics_port}/metrics"
+    body = urllib.request.urlopen(url, timeout=30).read().decode()
+    counts = re.findall(r"^nv_inference_request_success\{[^}]*\} (\S+)$", body, re.M)
+    return sum(int(float(v)) for v in counts)
+
+
+async def test_canaries_send_the_collector_no_engine_spans(
+    collector: Collector, tmp_path: Path, artifact_dir: Path
+) -> None:
+    """The supervisor's canaries (every probe interval to an idle model) carry trace context marked
+    not sampled: the worker exports no engine span of them. Spans leave the worker in the order
+    they end, so once a generation's engine span, sent after the canaries, has arrived, theirs
+    would have."""
+    async with traced_platform(collector, tmp_path, probe_interval_s=0.5) as (platform, stub):
+        async with asyncio.timeout(120):  # a hang guard: the canaries run every half second
+            while await asyncio.to_thread(inferences, platform) < 3:
+                await asyncio.sleep(0.5)
+        req = pb.GenerateRequest(model="smollm2-135m", prompt="Hi", max_output_tokens=3)
+        events = [e async for e in stub.Generate(req, metadata=auth(), timeout=60)]
+        gid = events[0].generation_id
+        async with asyncio.timeout(120):
+            while len(_chain(collector.spans, gid)) < 3:
+                await asyncio.sleep(0.5)
+        engines = [s[3].get("llm.generation_id", "") for s in collector.spans if s[2] == "engine"]
+        assert [g for g in engines if "canary-" in g] == [] and any(gid in g for g in engines)

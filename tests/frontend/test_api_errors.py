@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from grpc_status import rpc_status
 from sqlalchemy.exc import OperationalError
 
@@ -19,7 +20,7 @@ from frontend.api_errors import TABLE, ApiError, api_error, error_info
 from frontend.http.errors import HttpError
 from frontend.refusals import InvalidRequest
 from frontend.rpc.interceptors import ErrorInterceptor
-from frontend.rpc.server import CappedHealthServicer
+from frontend.rpc.server import CappedHealthServicer, CappedReflectionServicer
 from llm.v1 import generations_pb2 as pb
 
 
@@ -183,3 +184,38 @@ def test_a_store_that_is_down_or_locked_is_unavailable_with_a_retry_not_sql_text
         1.0,
     )
     assert "UPDATE" not in error.message and "locked" not in error.message
+
+
+async def test_server_reflection_streams_are_capped_as_health_watches_are() -> None:
+    """Reflection needs no credential either: a client may not hold more streams than the cap."""
+    server = grpc.aio.server(interceptors=[ErrorInterceptor()])
+    reflection_servicer = CappedReflectionServicer(("llm.v1.Generations",), max_streams=2)
+    reflection_pb2_grpc.add_ServerReflectionServicer_to_server(reflection_servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    ask = reflection_pb2.ServerReflectionRequest(list_services="")
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+            held = [stub.ServerReflectionInfo() for _ in range(2)]
+            for stream in held:  # each answers while it is open
+                await stream.write(ask)
+                answer = await stream.read()
+                assert [s.name for s in answer.list_services_response.service] == ["llm.v1.Generations"]
+            refused = stub.ServerReflectionInfo()
+            with pytest.raises(grpc.aio.AioRpcError) as e:
+                await refused.write(ask)
+                await refused.read()
+            assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            status = rpc_status.from_call(e.value)
+            assert status is not None and error_info(status).reason == "TOO_MANY_REFLECTION_STREAMS"  # type: ignore[union-attr]
+            await held[0].done_writing()  # a stream that ends leaves its slot
+            while reflection_servicer.streams == 2:
+                await asyncio.sleep(0.01)
+            again = stub.ServerReflectionInfo()
+            await again.write(ask)
+            assert (await again.read()).list_services_response.service
+            again.cancel()
+            held[1].cancel()
+    finally:
+        await server.stop(None)

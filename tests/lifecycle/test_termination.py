@@ -14,6 +14,7 @@ from control.models import Attempt, Generation
 from control.states import GenerationState
 from control.termination import WORKER_LOST
 from datastore.store import Store
+from lifecycle.attempts import start_attempt
 from lifecycle.termination import (
     QUEUE_ABANDONED,
     Ended,
@@ -22,8 +23,9 @@ from lifecycle.termination import (
     interrupt,
     sweep_abandoned_queued,
     withdraw_queued,
+    withdraw_unadmitted,
 )
-from tests.builders import T0, TENANT, admitted, at, running, seed
+from tests.builders import T0, TENANT, admitted, at, on, running, seed
 
 S = GenerationState
 
@@ -126,3 +128,34 @@ def test_a_generation_refused_before_it_ran_is_withdrawn_and_its_request_id_is_f
     started = running(store, "started", now=T0).generation_id
     with pytest.raises(IllegalTransition):
         withdraw_queued(store, started, now=at(3))
+
+
+def test_a_first_attempt_no_worker_admitted_is_withdrawn_and_its_request_id_is_free(store: Store) -> None:
+    """Every worker refused it or was down (its stub had died): nothing ran, so like a refusal
+    before it ran it leaves no record, no reservation and no bill, and its request id is reusable."""
+    seed(store)
+    lease = running(store, "retry-me", now=T0)
+    withdraw_unadmitted(store, lease, now=at(1))
+    assert ledger(store) == (TenantLoad(0, 0), RateUsage(T0, 0, 0))  # nothing held, nothing charged
+    with store.transaction() as session:
+        assert session.get(Generation, lease.generation_id) is None
+        assert session.get(Attempt, (lease.generation_id, 1)) is None
+    assert billed(store, lease.generation_id) is None  # its opened watermark went with it
+    again = running(store, "retry-me", now=at(2))  # the same request id runs afresh
+    assert (again.generation_id, again.epoch) == (lease.generation_id, 1)
+    assert ledger(store, 2)[0] == TenantLoad(1, 250)
+
+
+def test_only_a_live_first_attempt_is_withdrawn(store: Store) -> None:
+    seed(store)
+    lease = running(store, "expired", now=T0)
+    with pytest.raises(LeaseExpired):  # the sweeper's to interrupt now
+        withdraw_unadmitted(store, lease, now=at(30))
+    second = start_attempt(store, lease.generation_id, on("w2"), now=at(30))
+    with pytest.raises(IllegalTransition):  # it ran before: its first attempt's bill stays
+        withdraw_unadmitted(store, second, now=at(31))
+    with pytest.raises(StaleEpoch):
+        withdraw_unadmitted(store, lease, now=at(31))
+    with store.transaction() as session:
+        row = session.get(Generation, lease.generation_id)
+        assert row is not None and row.state is S.RUNNING and row.current_epoch == 2

@@ -13,6 +13,7 @@ from config.settings import ModelSettings
 from frontend.dispatch.worker_client import (
     WorkerCapacityError,
     WorkerChunk,
+    WorkerDown,
     WorkerError,
     WorkerLost,
     WorkerRequest,
@@ -70,6 +71,7 @@ class FakeClient:
 
 class FakeServer:
     def __init__(self) -> None:
+        self.process = None  # no process to watch the stubs of
         self.problem = ""
         self.checked: list[list[str]] = []
         self.unloading: LocalWorker | None = None  # its versions are retired while a check runs
@@ -127,7 +129,7 @@ async def test_after_its_answer_a_canarys_stream_has_no_say_in_the_verdict() -> 
 @pytest.mark.parametrize(
     ("answer", "why"),
     [
-        (WorkerError("Stub process 'm--1_0_0' is not healthy."), "refused by Triton"),
+        (WorkerDown("Stub process 'm--1_0_0' is not healthy."), "refused by Triton"),
         (WorkerLost("worker stream broke: AioRpcError"), "stream lost"),
         (HANG, "unanswered for 0.05s"),
     ],
@@ -172,7 +174,7 @@ async def test_a_canary_goes_only_to_a_model_silent_for_the_probe_interval() -> 
 
 async def test_a_failed_canary_fails_the_worker() -> None:
     clock = Clock()
-    client = FakeClient(clock, WorkerError("Stub process 'm--1_0_0' is not healthy."))
+    client = FakeClient(clock, WorkerDown("Stub process 'm--1_0_0' is not healthy."))
     probe = probe_of(client, FakeServer())
     clock.now = 5.0  # silent since 0
     assert await probe.failure() is None  # the canary goes out
@@ -219,7 +221,7 @@ async def test_a_model_not_ready_fails_the_worker_only_while_the_worker_still_se
 
 async def test_a_canary_refused_as_its_version_unloads_does_not_fail_the_worker() -> None:
     clock = Clock()
-    client = FakeClient(clock, WorkerError("Request for unknown model: 'm--1' is not found"))
+    client = FakeClient(clock, WorkerDown("Request for unknown model: 'm--1' is not found"))
     probe = probe_of(client, FakeServer())
     clock.now = 5.0
     assert await probe.failure() is None  # the canary goes out
@@ -256,3 +258,12 @@ async def test_reset_drops_the_canaries_in_flight_and_counts_every_model_as_seen
     assert client.closed == 1 and client.liveness_of("m--1").silent_s() == 0
     assert await probe.failure() is None  # no verdict from the dropped canary
     assert len(client.sent) == 1
+
+
+def test_a_canary_carries_trace_context_that_is_not_sampled() -> None:
+    """So the worker records no span of it (the collector gets nothing from an idle platform's
+    canaries); each canary's trace is its own."""
+    first, second = (dict(canary_request(VERSION, f"canary-w-{n}").trace_headers) for n in (1, 2))  # type: ignore[arg-type]
+    version, trace, parent, flags = first["traceparent"].split("-")
+    assert (version, len(trace), len(parent), flags) == ("00", 32, 16, "00")
+    assert second["traceparent"].split("-")[1] != trace

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from frontend.catalog.registry import ModelRegistry
-from frontend.dispatch.worker_client import WorkerError, WorkerLost
+from frontend.dispatch.worker_client import WorkerDown, WorkerLost
 from frontend.dispatch.worker_pool import WorkerHandle, WorkerPool
 from serving.stream_canaries import StreamCanaries
 from tests.serving.test_probes import HANG, VERSION, Clock, FakeClient
@@ -63,7 +63,7 @@ async def test_a_failed_canary_holds_its_worker_back() -> None:
 
 async def test_a_canary_refused_as_its_version_retires_holds_nothing_back() -> None:
     clock = Clock()
-    refused = WorkerError("Request for unknown model: 'm--1' is not found")
+    refused = WorkerDown("Request for unknown model: 'm--1' is not found")
     retiring, serving = FakeClient(clock, refused), FakeClient(clock, refused)
     pool, registry = fleet_pool(retiring=retiring)
     pool.workers["retiring"].active = 1

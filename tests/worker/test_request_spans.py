@@ -103,6 +103,16 @@ def test_a_request_without_trace_context_gets_a_trace_of_its_own(
     assert spans["g1"].context.trace_id != spans["g2"].context.trace_id
 
 
+def test_a_request_whose_trace_context_is_not_sampled_exports_no_span(
+    adapter: WorkerAdapter, exported: InMemorySpanExporter
+) -> None:
+    """The supervisor's canaries say not sampled (flags 00, serving/probes.py): an idle platform's
+    canaries, one every probe interval, send the collector nothing; a traced request still does."""
+    submit(adapter, request("canary-w-1", out=1, trace=f"00-{TRACE}-{PARENT}-00"), request("g1", out=1))
+    turn(adapter)
+    assert [str((s.attributes or {})["llm.generation_id"]) for s in exported.get_finished_spans()] == ["g1"]
+
+
 def test_a_cancelled_request_ends_its_span_aborted_with_the_tokens_it_had(
     adapter: WorkerAdapter, exported: InMemorySpanExporter
 ) -> None:

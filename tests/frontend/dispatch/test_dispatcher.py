@@ -11,7 +11,13 @@ import pytest
 from contracts.tier import BATCH, INTERACTIVE
 from frontend.dispatch.dispatcher import Dispatcher
 from frontend.dispatch.fair_queue import Ticket
-from frontend.dispatch.worker_client import WorkerCapacityError, WorkerChunk, WorkerLost, WorkerRequest
+from frontend.dispatch.worker_client import (
+    WorkerCapacityError,
+    WorkerChunk,
+    WorkerDown,
+    WorkerLost,
+    WorkerRequest,
+)
 from frontend.dispatch.worker_pool import WorkerHandle, WorkerPool
 from tests.refusals import refused
 
@@ -79,6 +85,24 @@ async def test_every_worker_refusing_is_unavailable_worker_capacity() -> None:
             pass
     assert e.value.code == grpc.StatusCode.UNAVAILABLE
     assert [w.reserved[V] for w in pool.workers.values()] == [0, 0]
+
+
+async def test_a_worker_whose_stub_died_is_passed_over_and_alone_it_is_unavailable_with_a_retry() -> None:
+    """Triton's answer for a dead stub is the worker's loss, not the request's fault: the next
+    worker takes it, and with none left the client gets UNAVAILABLE with a retry delay, its message
+    naming no internal process."""
+    down = FakeClient(refuse=WorkerDown)
+    pool = pool_of(w1=(down, 100), w2=(FakeClient(), 50))
+    async with Dispatcher(pool).dispatch(ticket("g"), request("g"), V) as got:
+        assert got.worker.worker_id == "w2" and down.seen == ["g"]
+    pool = pool_of(w1=(FakeClient(refuse=WorkerDown), 100))
+    with refused() as e:
+        async with Dispatcher(pool).dispatch(ticket("g"), request("g"), V):
+            pass
+    assert (e.value.code, e.value.reason) == (grpc.StatusCode.UNAVAILABLE, "WORKER_UNAVAILABLE")
+    assert e.value.retry_after_s is not None and e.value.retry_after_s > 0
+    assert "stub" not in str(e.value).lower()
+    assert pool.workers["w1"].reserved[V] == 0
 
 
 class RefusesOnce(FakeClient):

@@ -21,9 +21,11 @@ from frontend.dispatch.worker_client import (
     TritonWorker,
     WorkerCapacityError,
     WorkerChunk,
+    WorkerDown,
     WorkerError,
     WorkerLost,
     WorkerRequest,
+    is_worker_down,
     parse_response,
 )
 from frontend.dispatch.worker_liveness import Liveness
@@ -113,7 +115,7 @@ async def test_responses_and_the_workers_refusals_are_signs_of_life_and_tritons_
     not_healthy = InferenceServerException(msg="Stub process 'm_0_0' is not healthy.")
     worker = worker_over(FakeStream((None, not_healthy)), clock=lambda: now[0])
     now[0] = 12.0
-    with pytest.raises(WorkerError, match="not healthy"):
+    with pytest.raises(WorkerDown, match="not healthy"):  # the worker is gone, not the request at fault
         await anext(worker.generate(REQ))
     assert worker.liveness["m"].last_seen == 11.0  # Triton answered, not the model
 
@@ -122,6 +124,32 @@ async def test_responses_and_the_workers_refusals_are_signs_of_life_and_tritons_
     with pytest.raises(WorkerCapacityError):
         await anext(worker.generate(REQ))
     assert worker.liveness["m"].last_seen == 12.0  # the engine loop refused it
+
+
+def test_tritons_own_errors_and_an_unloading_model_mean_the_worker_is_down() -> None:
+    """Our CPU worker's own errors carry a reason (contracts/worker.py); anything else came from
+    Triton, which answers for a model whose stub died or that is not loaded. A TensorRT-LLM
+    worker's errors carry none, so there only Triton's phrases for those count."""
+    stub = "Failed to process the request(s) for model 'm_0_0', message: Stub process 'm_0_0' is not healthy."
+    unknown = "Request for unknown model: 'm' is not found"
+    assert is_worker_down(stub, extensions=True) and is_worker_down(stub, extensions=False)
+    assert is_worker_down(unknown, extensions=False)
+    assert is_worker_down("model is unloading", extensions=True)
+    assert is_worker_down("anything Triton says", extensions=True)
+    assert not is_worker_down("invalid request: prompt too long", extensions=True)
+    assert not is_worker_down("internal error: the engine failed", extensions=True)
+    assert not is_worker_down("capacity: needs 3 blocks", extensions=True)
+    assert not is_worker_down("[TensorRT-LLM][ERROR] input too long", extensions=False)
+
+
+async def test_tritons_error_for_a_dead_stub_is_worker_down_not_a_worker_error() -> None:
+    not_healthy = InferenceServerException(msg="Stub process 'm_0_0' is not healthy.")
+    with pytest.raises(WorkerDown) as e:
+        await anext(worker_over(FakeStream((None, not_healthy))).generate(REQ))
+    assert isinstance(e.value, WorkerLost) and not isinstance(e.value, WorkerError)
+    rejected = InferenceServerException(msg="invalid request: prompt too long")
+    with pytest.raises(WorkerError, match="invalid request"):
+        await anext(worker_over(FakeStream((None, rejected))).generate(REQ))
 
 
 async def test_the_trace_context_goes_in_the_headers_and_in_the_request_itself() -> None:

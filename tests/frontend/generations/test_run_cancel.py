@@ -96,7 +96,7 @@ class Loop(RunLoop):
         live.lease = cast(Any, SimpleNamespace(generation_id=live.generation_id, epoch=1))
         run.epoch = 1
 
-    def _end(self, live: LiveGeneration, state: GenerationState, reason: str) -> bool:
+    def _end(self, live: LiveGeneration, state: GenerationState, reason: str, withdraw: bool = False) -> bool:
         self.ends.append((state, reason))
         return self.lapsed
 
