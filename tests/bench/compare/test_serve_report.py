@@ -136,7 +136,7 @@ def test_the_rounds_summary_gives_each_round_s_throughput_ratio_and_their_median
 def test_with_a_limits_run_each_target_is_a_share_of_the_ceilings() -> None:
     """TPOT p50 of 0.1 s is 10 tok/s a stream: 50% of a 20 tok/s single-stream ceiling; 4 output
     tok/s is 10% of a 40 tok/s offline ceiling. Without a limits run there are no such rows."""
-    summaries = {r["target"]: r["summary"] for r in runs()}  # type: ignore[misc]
+    summaries = {r["target"]: r["summary"] for r in runs()}
     limits = {"scheme": "int4", "ceilings": {"single_stream_tok_s": 20.0, "offline_tok_s": 40.0}}
     lines = load_table("rate 1/s", summaries, limits)  # type: ignore[arg-type]
     rows = {line.split(" | ")[0].removeprefix("| "): line for line in lines[4:-1]}
