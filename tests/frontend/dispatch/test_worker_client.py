@@ -64,9 +64,18 @@ def test_a_response_without_raw_contents_is_a_worker_error() -> None:
 
 
 def test_only_the_tokens_and_our_workers_prompt_counts_are_requested() -> None:
+    """Built on an event loop, as the frontend builds them (the aio client's channel needs one)."""
+
+    async def outputs(extensions: bool) -> tuple[str, ...]:
+        worker = TritonWorker("127.0.0.1:1", extensions=extensions)
+        try:
+            return worker._outputs
+        finally:
+            await worker.close()
+
     assert REQUESTED == ("output_ids",)
-    assert TritonWorker("127.0.0.1:1")._outputs == ("output_ids", *REQUESTED_EXTENSIONS)
-    assert TritonWorker("127.0.0.1:1", extensions=False)._outputs == ("output_ids",)
+    assert asyncio.run(outputs(True)) == ("output_ids", *REQUESTED_EXTENSIONS)
+    assert asyncio.run(outputs(False)) == ("output_ids",)
 
 
 class FakeStream:
