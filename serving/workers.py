@@ -109,9 +109,18 @@ STEP_COST_DIR = Path(__file__).resolve().parent.parent / "var" / "step-cost"
 VERIFIED_DIR = Path(__file__).resolve().parent.parent / "var" / "verified"
 
 
+# each engine's prefix-cache summary, under its tritonserver's pid (contracts/prefix_summary.py)
+PREFIX_SUMMARY_DIR = Path(__file__).resolve().parent.parent / "var" / "prefix-summary"
+
+
 def deployment(
-    m: ModelSettings, v: ServedVersion, intra_op_threads: int = 0, trace_url: str = ""
+    m: ModelSettings,
+    v: ServedVersion,
+    intra_op_threads: int = 0,
+    trace_url: str = "",
+    summary_blocks: int = 0,
 ) -> ModelDeployment:
+    """summary_blocks: the most prefix-cache fingerprints its engines publish (0: none)."""
     return ModelDeployment(
         triton_model_name=v.triton_model_name,
         artifact_dir=v.artifact_dir,
@@ -129,6 +138,8 @@ def deployment(
         step_cost_cache=str(STEP_COST_DIR),
         verified_dir=str(VERIFIED_DIR),
         trace_url=trace_url,
+        prefix_summary_dir=str(PREFIX_SUMMARY_DIR) if summary_blocks else "",
+        prefix_summary_blocks=summary_blocks,
     )
 
 
