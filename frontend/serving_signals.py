@@ -31,7 +31,7 @@ from frontend.dispatch.dispatcher import Dispatcher
 from frontend.dispatch.worker_pool import WorkerPool
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)  # registered in a CollectorRegistry: hashed by identity
 class ServingSignals:
     dispatcher: Dispatcher
     pool: WorkerPool
