@@ -8,7 +8,8 @@ disconnects and resumes for minutes, then the books are checked), hostile (healt
 oversized requests are refused), startup (launch to ready, cold and warm), structured (32 streams
 constrained by JSON schemas against the same streams free, and schemas' compile time),
 serve (the platform over gRPC against transformers and llama.cpp on a seeded workload; compare is
-the same)."""
+the same), fleet (routing by cached prefix against least-loaded routing on two worker hosts), capacity (one
+worker's curve under the mixed workload, and the workers and frontends a demand needs)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ SUITES = {
     "startup": "bench.startup",
     "structured": "bench.structured",
     "compare": "bench.compare.serve",
+    "fleet": "bench.fleet_routing",
+    "capacity": "bench.capacity",
 }
 
 
