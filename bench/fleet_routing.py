@@ -5,7 +5,9 @@ other by the most free KV blocks ("least_loaded").
 
 The shared-prefix mix: `--prefixes` long prefixes (`--prefix-tokens` each, every one owned by one
 of two tenants), each followed by a short body of its own and `--per-prefix` requests per prefix,
-in a seeded random order, sent by `--concurrency` closed-loop clients. Each round runs the same
+in a seeded random order, sent by `--concurrency` closed-loop clients. The workers' KV pools
+(`--kv-blocks`) hold about half the prefixes each beside the running requests: the case routing is
+for, where one worker cannot cache every hot prefix and two together can. Each round runs the same
 mix (fresh prefixes, so neither frontend inherits the other's cache) through one frontend and
 then the other, alternating which goes first; figures are over all rounds:
 
@@ -109,13 +111,14 @@ def summary(phases: list[dict[str, Any]], jobs_by_phase: list[list[Job]]) -> dic
 def main() -> int:
     p = argparse.ArgumentParser(prog="bench fleet", description=__doc__.split("\n\n")[0])
     p.add_argument("--mix", choices=["shared-prefix"], default="shared-prefix")
-    p.add_argument("--prefixes", type=int, default=8)
+    p.add_argument("--prefixes", type=int, default=6)
     p.add_argument("--prefix-tokens", type=int, default=512)
-    p.add_argument("--body-tokens", type=int, default=24)
+    p.add_argument("--body-tokens", type=int, default=16)
     p.add_argument("--output-tokens", type=int, default=8)
-    p.add_argument("--per-prefix", type=int, default=12)
-    p.add_argument("--concurrency", type=int, default=8)
-    p.add_argument("--rounds", type=int, default=1)
+    p.add_argument("--per-prefix", type=int, default=24)
+    p.add_argument("--concurrency", type=int, default=4)
+    p.add_argument("--kv-blocks", type=int, default=256, help="each worker's KV pool (blocks of 16)")
+    p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--spill-margin", type=int, default=4)
     p.add_argument("--seed", type=int, default=53)
     p.add_argument("--timeout", type=float, default=900.0)
@@ -124,7 +127,7 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     encode = artifact_encoder(artifact_for(ModelSettings()))
-    model = {"alias": "smollm2-135m"}
+    model = {"alias": "smollm2-135m", "kv_cache_blocks": args.kv_blocks}
     with (
         scratch_schema(POSTGRES_URL, "bench") as schema,
         tempfile.TemporaryDirectory(prefix="bench-fleet-") as tmp,
