@@ -55,11 +55,11 @@ def exported() -> frozenset[str]:
     families: list[Any] = []
     original = api.family
 
-    def family(name: str, description: str, counter: bool) -> Any:
+    def record(name: str, description: str, counter: bool) -> Any:
         families.append(original(name, description, counter))
         return families[-1]
 
-    api.family = family  # type: ignore[method-assign]
+    api.family = record  # type: ignore[method-assign]
     WorkerMetrics("m", api)
     names |= {f.name for f in families}  # relayed as they are named on the worker
     # families with no sample until first used: a labelled counter or histogram exports its series
