@@ -26,6 +26,7 @@ import time
 import urllib.request
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -170,13 +171,21 @@ def main() -> int:
         "host": "one CPU worker and its frontend on 2 cores shared with other agents' work (busy)",
         "mix": "mixed",
         "points": [asdict(p) | {"meets": p.meets(objectives)} for p in points],
-        "plan": plan(points, objectives, demand, worker_mib, frontend_mib, kv_mib),
+        "plan": _plan_or_why(points, objectives, demand, worker_mib, frontend_mib, kv_mib),
         "memory_parts_mib": {k: v / mib for k, v in parts.items()},
     }
     (out / "capacity.json").write_text(json.dumps(result, indent=2))
     plot(points, objectives, out / "capacity.png")
     print(json.dumps(result, indent=2))
-    return 0
+    return 0 if "error" not in result["plan"] else 1
+
+
+def _plan_or_why(points: list[Point], objectives: Objectives, demand: Demand, *mib: float) -> dict[str, Any]:
+    """The plan, or why there is none (no level met the objectives: the points are still written)."""
+    try:
+        return plan(points, objectives, demand, *mib)
+    except ValueError as e:
+        return {"error": str(e), "objectives": asdict(objectives)}
 
 
 def kv_pool_mib() -> float:
