@@ -36,7 +36,7 @@ from bench.compare.targets import PlatformTarget
 from bench.load.driver import Job, open_loop
 from bench.load.metrics import Outcome, percentile
 from bench.load.workload import MIXES, poisson_offsets
-from bench.processes.proc_cpu import cpu_s
+from bench.processes.proc_cpu import cpu_s, tree_cpu
 from bench.processes.pss import PeakPss
 from bench.processes.server_process import LoopbackServer, free_port
 
@@ -68,9 +68,12 @@ async def level(
 
     sampler = asyncio.create_task(sample())
     cpu0, t0 = cpu_s(Path(f"/proc/{pid}/stat")), time.monotonic()
+    tree0 = tree_cpu(pid)
     outcomes: list[Outcome] = await open_loop(target, jobs, poisson_offsets(len(jobs), rate, seed), 900.0)
     wall = time.monotonic() - t0
     frontend_cores = (cpu_s(Path(f"/proc/{pid}/stat")) - cpu0) / wall
+    tree1 = tree_cpu(pid)
+    worker_cores = sum(tree1[r] - tree0[r] for r in tree1 if r not in ("frontend", "other")) / wall
     stop.set()
     await sampler
     ok = [o for o in outcomes if o.error is None]
@@ -88,6 +91,7 @@ async def level(
         kv_peak=peak,
         frontend_cores=frontend_cores,
         errors=len(outcomes) - len(ok),
+        worker_cores=worker_cores,
     )
 
 

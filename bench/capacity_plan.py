@@ -39,6 +39,7 @@ class Point:
     kv_peak: float  # the worker's largest share of KV blocks in use, sampled during the level
     frontend_cores: float  # the frontend process's CPU seconds per second of the level
     errors: int  # requests that failed (refused, timed out)
+    worker_cores: float = 0.0  # the worker's (tritonserver and its stub) CPU seconds per second
 
     def meets(self, objectives: Objectives) -> bool:
         return (
@@ -55,11 +56,33 @@ class Demand:
     headroom: float  # share of measured capacity kept free (0.2: run workers at 80% of it)
     frontend_cores: float = 2.0  # cores of one frontend
     frontend_utilization: float = 0.7  # the share of them a frontend is planned to use
+    worker_cores: float = 2.0  # cores of one dedicated worker (the CPU-time scaling below)
 
 
 def best(points: list[Point], objectives: Objectives) -> Point | None:
     good = [p for p in points if p.meets(objectives)]
     return max(good, key=lambda p: (p.output_tok_s, p.input_tok_s), default=None)
+
+
+def by_cpu_time(points: list[Point], demand: Demand) -> dict[str, Any] | None:
+    """Workers if each had `demand.worker_cores` to itself, from the CPU time a token cost the
+    worker at the most loaded point that served without errors: on a host shared with other work,
+    what a worker measures in tokens/s is its share of the cores, while its CPU seconds per token
+    are its own. A lower bound on a dedicated worker's rate (idle polling and small batches at a
+    light load cost more per token than a saturated worker pays); no latency objective transfers."""
+    served = [p for p in points if p.errors == 0 and p.worker_cores > 0 and p.output_tok_s > 0]
+    if not served:
+        return None
+    top = max(served, key=lambda p: p.output_tok_s)
+    scale = demand.worker_cores / top.worker_cores
+    per_in, per_out = top.input_tok_s * scale, top.output_tok_s * scale
+    need = max(demand.input_tok_s / per_in, demand.output_tok_s / per_out) / (1.0 - demand.headroom)
+    return {
+        "at_rate_req_s": top.rate,
+        "worker_cores_used": top.worker_cores,
+        "per_dedicated_worker": {"input_tok_s": per_in, "output_tok_s": per_out},
+        "workers": math.ceil(need),
+    }
 
 
 def plan(
@@ -85,6 +108,7 @@ def plan(
     frontend_cores = top.frontend_cores * max(by_input, by_output)
     frontends = max(2, math.ceil(frontend_cores / (demand.frontend_cores * demand.frontend_utilization)))
     return {
+        "by_cpu_time": by_cpu_time(points, demand),
         "demand": asdict(demand),
         "objectives": asdict(objectives),
         "per_worker": {

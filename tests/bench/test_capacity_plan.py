@@ -44,3 +44,13 @@ def test_no_point_within_the_objectives_or_a_bad_headroom_is_refused() -> None:
         plan([point(1.0, 400, 60, ttft=9.0)], SLO, Demand(1, 1, 0.2), 1.0, 1.0, 1.0)
     with pytest.raises(ValueError, match="headroom"):
         plan([point(1.0, 400, 60)], SLO, Demand(1, 1, 1.0), 1.0, 1.0, 1.0)
+
+
+def test_workers_by_cpu_time_scale_the_worker_to_cores_of_its_own() -> None:
+    shared = Point(0.3, 120, 15, 5.0, 0.2, kv_peak=0.2, frontend_cores=0.02, errors=0, worker_cores=0.5)
+    refused = Point(0.6, 240, 30, 9.0, 0.4, kv_peak=0.4, frontend_cores=0.04, errors=2, worker_cores=0.6)
+    got = plan([shared, refused], Objectives(6.0, 0.3), Demand(400_000, 60_000, 0.2), 1.0, 1.0, 1.0)
+    cpu = got["by_cpu_time"]
+    # half a core served 120 / 15 tok/s: 2 cores of its own serve 480 / 60; output decides
+    assert cpu["per_dedicated_worker"] == {"input_tok_s": 480.0, "output_tok_s": 60.0}
+    assert (cpu["at_rate_req_s"], cpu["workers"]) == (0.3, 1250)  # 60,000 / 60 / 0.8
