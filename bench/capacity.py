@@ -218,6 +218,8 @@ async def _curve(
         for i, rate in enumerate(rates):
             n = max(8, round(rate * args.level_s))
             jobs = make_jobs(MIXES["mixed"], n, args.seed + 100 * i)
+            # request ids restart at 0 each level: a run id of its own, or they would re-attach
+            target = PlatformTarget(channel, MODEL, KEYS, f"capacity-{time.time_ns()}-{i}")
             point = await level(target, jobs, rate, args.seed + i, metrics_url, pid)
             points.append(point)
             print(f"rate {rate}: {point}", flush=True)
