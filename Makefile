@@ -18,7 +18,7 @@ test: setup-test lint typecheck api-check sdks-check
 
 setup: $(VENV)/.serve-deps llm/v1/.generated artifact kernels $(VENV)/.sdk-python
 setup-test: $(VENV)/.test-deps llm/v1/.generated artifact kernels $(VENV)/.sdk-python sdk-deps ha-deps kube-deps \
-  browser-deps
+  browser-deps monitoring-deps
 
 $(PY):
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required"'
@@ -85,7 +85,7 @@ fleet-e2e: setup-test
 # etcd and Patroni from Debian (apt runs only when one is missing); kubectl for `kubectl kustomize`:
 # the machine's own where there is one, else Debian's kubernetes-client (bookworm has no `kubectl`
 # package). The HA store runs on loopback in var/store-ha/ (python -m serving store-ha ...).
-.PHONY: ha-deps kube-deps browser-deps console-screenshots store-ha store-ha-down store-ha-status
+.PHONY: ha-deps kube-deps browser-deps monitoring-deps console-screenshots store-ha store-ha-down store-ha-status
 ha-deps:
 	@command -v etcd >/dev/null && command -v patroni >/dev/null || { \
 	  export DEBIAN_FRONTEND=noninteractive; \
@@ -97,6 +97,14 @@ kube-deps:
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get install -y --no-install-recommends kubernetes-client >/dev/null || \
 	  { apt-get update >/dev/null && apt-get install -y --no-install-recommends kubernetes-client >/dev/null; }; }
+
+# promtool (Debian's prometheus package) checks and unit-tests deploy/monitoring/alerts.yaml and parses
+# the dashboard's expressions (tests/deploy/test_monitoring.py); the server it brings is not started.
+monitoring-deps:
+	@command -v promtool >/dev/null || { \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y --no-install-recommends prometheus >/dev/null || \
+	  { apt-get update >/dev/null && apt-get install -y --no-install-recommends prometheus >/dev/null; }; }
 
 # Debian's Chromium for the web console's browser test (tests/e2e/test_console.py drives it with
 # Playwright, which never downloads a browser of its own); apt runs only when it is missing.

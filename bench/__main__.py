@@ -13,7 +13,8 @@ constrained by JSON schemas against the same streams free, and schemas' compile 
 (NVIDIA's AIPerf against the platform's OpenAI endpoint and the HTTP peers, beside our client),
 speculative (speculative decoding against none: fp32 + int4 draft, int4 + prompt lookup, loads),
 serve (the platform over gRPC against transformers and llama.cpp on a seeded workload; compare is
-the same)."""
+the same), fleet (routing by cached prefix against least-loaded routing on two worker hosts), capacity (one
+worker's curve under the mixed workload, and the workers and frontends a demand needs)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,8 @@ SUITES = {
     "aiperf": "bench.aiperf",
     "speculative": "bench.speculative",
     "compare": "bench.compare.serve",
+    "fleet": "bench.fleet_routing",
+    "capacity": "bench.capacity",
 }
 
 

@@ -19,6 +19,7 @@ from config.settings import (
     ModelSettings,
     PlatformConfig,
     RepositorySettings,
+    RoutingSettings,
     StoreSettings,
     TelemetrySettings,
     TenantSpec,
@@ -44,6 +45,7 @@ def load_config(path: Path | None) -> PlatformConfig:
 
 def parse_config(raw: dict[str, Any], where: str = "config") -> PlatformConfig:
     sections = {"frontend", "http", "store", "triton", "telemetry", "fleet", "worker", "repository"}
+    sections |= {"routing"}
     sections |= {"tenants", "models"}
     unknown = set(raw) - sections
     if unknown:
@@ -58,6 +60,7 @@ def parse_config(raw: dict[str, Any], where: str = "config") -> PlatformConfig:
         telemetry=_build(TelemetrySettings, raw.get("telemetry", {}), f"{where} [telemetry]"),
         fleet=_build(FleetSettings, raw.get("fleet", {}), f"{where} [fleet]"),
         worker=_build(WorkerSettings, raw.get("worker", {}), f"{where} [worker]"),
+        routing=_build(RoutingSettings, raw.get("routing", {}), f"{where} [routing]"),
         repository=_build(RepositorySettings, raw.get("repository", {}), f"{where} [repository]"),
         tenants=tenants,
         models=models or (ModelSettings(),),
@@ -160,6 +163,11 @@ def _check(cfg: PlatformConfig, where: str) -> None:
         raise ConfigError(f"{where}: [telemetry] otlp_endpoint must be an http(s) URL")
     _check_store(cfg.store, where)
     _check_fleet(cfg.fleet, f.attempt_lease_s, where)
+    r = cfg.routing
+    if r.policy not in ("prefix", "least_loaded"):
+        raise ConfigError(f'{where}: [routing] policy must be "prefix" or "least_loaded"')
+    if not all(isinstance(n, int) and n >= 0 for n in (r.spill_margin, r.summary_blocks)):
+        raise ConfigError(f"{where}: [routing] spill_margin and summary_blocks must be integers >= 0")
 
 
 def _check_store(store: StoreSettings, where: str) -> None:

@@ -172,6 +172,18 @@ class FleetSettings:
 
 
 @dataclass(slots=True, frozen=True)
+class RoutingSettings:
+    """Which worker a request goes to (frontend/dispatch/prefix_routing.py): the one holding most
+    of its prompt's leading blocks in its prefix cache (its own tenant's blocks only), unless that
+    worker runs more than `spill_margin` more of this frontend's generations than the least busy."""
+
+    policy: str = "prefix"  # "prefix", or "least_loaded" (most free KV blocks, the cache ignored)
+    spill_margin: int = 4  # generations; 0 always spills to the least busy (ties: the warmest)
+    # worker: prefix-cache fingerprints each engine publishes at most (8 bytes each); 0: none
+    summary_blocks: int = 4096
+
+
+@dataclass(slots=True, frozen=True)
 class WorkerSettings:
     """A worker host's identity and addresses (`python -m serving worker`; names in `make serve`)."""
 
@@ -240,6 +252,7 @@ class PlatformConfig:
     telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
     fleet: FleetSettings = field(default_factory=FleetSettings)
     worker: WorkerSettings = field(default_factory=WorkerSettings)
+    routing: RoutingSettings = field(default_factory=RoutingSettings)
     repository: RepositorySettings = field(default_factory=RepositorySettings)
     tenants: tuple[TenantSpec, ...] = ()  # seeded into the control store at start (control is authoritative)
     models: tuple[ModelSettings, ...] = (ModelSettings(),)

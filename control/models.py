@@ -10,7 +10,18 @@ from __future__ import annotations
 import enum
 from datetime import datetime
 
-from sqlalchemy import BigInteger, Enum, ForeignKey, Index, Integer, String, Text, UniqueConstraint, false
+from sqlalchemy import (
+    BigInteger,
+    Enum,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+    false,
+)
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from control.states import GenerationState
@@ -161,6 +172,10 @@ class WorkerVersion(Base):
     model_version_id: Mapped[str] = mapped_column(ForeignKey("model_versions.id"), primary_key=True)
     kv_blocks: Mapped[int] = mapped_column(server_default="0")  # blocks in the engine's pool
     block_size: Mapped[int] = mapped_column(server_default="16")  # tokens per block
+    # its prefix cache's summary (contracts/prefix_summary.py): the engine's compatibility key and
+    # its blocks' 8-byte fingerprints, concatenated; None until the engine published one
+    cache_key: Mapped[str | None] = mapped_column(String(400))
+    cached_blocks: Mapped[bytes | None] = mapped_column(LargeBinary)
 
 
 class Frontend(Base):

@@ -1,8 +1,8 @@
-"""The worker registry: each heartbeat replaces what a worker advertises (address, health, free
-blocks, loaded versions with their KV pools) and extends its registration lease. Free blocks are an
-estimate for routing; the worker's own atomic block reservation is what admits a sequence. A worker
-whose lease has expired (its host died or stopped) is not routed to. The drain flag is the
-operator's, and only Admin changes it."""
+"""The worker registry: each heartbeat replaces what a worker advertises (address, health, free blocks,
+loaded versions with their KV pools and prefix-cache summaries) and extends its registration lease.
+Free blocks are an estimate for routing; the worker's own atomic block reservation is what admits a
+sequence. A worker whose lease has expired (its host died or stopped) is not routed to. The drain
+flag is the operator's, and only Admin changes it."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
+from contracts.prefix_summary import CacheSummary
 from control.models import Worker, WorkerHealth, WorkerVersion
 from control.revision import bump_revision
 
@@ -25,6 +26,7 @@ class VersionPool:
 
     kv_blocks: int  # blocks in the pool
     block_size: int  # tokens per block
+    cache: CacheSummary | None = None  # what its prefix cache holds (None: not published)
 
 
 @dataclass(slots=True, frozen=True)
@@ -88,6 +90,8 @@ def heartbeat(session: Session, report: WorkerReport, *, now: datetime) -> Worke
             row = WorkerVersion(worker_id=worker.id, model_version_id=version_id)
             session.add(row)
         row.kv_blocks, row.block_size = pool.kv_blocks, pool.block_size
+        if pool.cache is not None:
+            row.cache_key, row.cached_blocks = pool.cache.compatibility_key, pool.cache.encoded()
     session.flush()
     return worker
 
@@ -115,7 +119,10 @@ def registered_workers(session: Session, *, now: datetime) -> list[RegisteredWor
     pools: dict[str, dict[str, VersionPool]] = {w.id: {} for w in workers}
     rows = session.scalars(select(WorkerVersion).where(WorkerVersion.worker_id.in_(list(pools))))
     for row in rows:
-        pools[row.worker_id][row.model_version_id] = VersionPool(row.kv_blocks, row.block_size)
+        cache = None
+        if row.cache_key is not None and row.cached_blocks is not None:
+            cache = CacheSummary.decode(row.cache_key, row.block_size, row.cached_blocks)
+        pools[row.worker_id][row.model_version_id] = VersionPool(row.kv_blocks, row.block_size, cache)
     return [
         RegisteredWorker(
             w.id,

@@ -10,11 +10,12 @@ from the queue evicts its key. So used + cached + free == num_blocks at all time
 
 from __future__ import annotations
 
+import itertools
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from engine.block_hash import BlockKey
+from contracts.block_hash import BlockKey
 
 
 @dataclass(slots=True)
@@ -102,6 +103,14 @@ class BlockPool:
             return
         block.key, block.token_ids = key, tuple(token_ids)
         self._by_key[key] = block_id
+
+    def recent_keys(self, limit: int) -> list[BlockKey]:
+        """Up to `limit` keys of the blocks a prefix hit could use now, most useful first: blocks in
+        use, then cached ones from the most recently released (the last to be evicted)."""
+        used = [b.key for b in self._blocks if b.ref_count > 0 and b.key is not None]
+        cached = (self._blocks[i].key for i in reversed(self._free))
+        keys = used + [k for k in itertools.islice((k for k in cached if k is not None), limit)]
+        return keys[:limit]
 
     def check(self) -> None:
         """Internal invariants (tests call this after every operation)."""

@@ -244,6 +244,10 @@ class Engine:
         """Tokens computed in the last step (cheap: no pool scan, unlike stats())."""
         return self._last_batch
 
+    def prefix_keys(self, limit: int) -> list[bytes]:
+        """Up to `limit` prefix-cache keys a new request could hit now, most useful first."""
+        return self.kv.pool.recent_keys(limit)
+
     def stats(self) -> Stats:
         pool = self.kv.pool
         cached = pool.num_cached

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from contracts.block_hash import BlockKey, chained_blocks
 from contracts.capacity import blocks_for
-from engine.block_hash import BlockKey, chained_blocks
 from engine.block_pool import BlockPool
 
 

@@ -93,6 +93,10 @@ class FrontendMetrics:
         self.active = Gauge(
             "llm_active_generations", "Generations admitted and not ended", ["tenant"], registry=self.registry
         )
+        self.serving = Gauge("llm_health_serving", "1 while health is SERVING", registry=self.registry)
+        self.health_changes = Counter(
+            "llm_health_changes", "Health status changes (SERVING <-> NOT_SERVING)", registry=self.registry
+        )
         self.registry.register(_DecodeShare(self.tokens_out))
         self._server: WSGIServer | None = None
 
@@ -100,6 +104,15 @@ class FrontendMetrics:
         """Re-exposes each worker's `llm_worker_*` metrics (from Triton's endpoint) with a `worker`
         label; `workers` yields (worker id, metrics URL) at scrape time."""
         self.registry.register(_WorkerRelay(workers))
+
+    def health_changed(self, serving: bool) -> None:
+        """frontend/health.py set a new status."""
+        self.serving.set(1.0 if serving else 0.0)
+        self.health_changes.inc()
+
+    def watch_signals(self, signals: Collector) -> None:
+        """The autoscaling and alerting signals (frontend/serving_signals.py), read at scrape time."""
+        self.registry.register(signals)
 
     def watch_store(self, meter: StoreMeter) -> None:
         """Exposes what this process asks of the store (datastore/meter.py) as counters."""

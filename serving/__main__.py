@@ -73,7 +73,9 @@ async def _serve_frontend(frontend: FleetFrontend) -> None:
         if node.http_port:
             print(f"  HTTP API on {frontend.cfg.http.listen.rpartition(':')[0]}:{node.http_port}", flush=True)
         print(f"  relay on port {frontend.relay_port}; metrics on port {node.metrics_port}", flush=True)
-        print(f"  workers: {', '.join(sorted(frontend.pool.workers)) or 'none registered yet'}", flush=True)
+        workers = ", ".join(sorted(frontend.pool.workers))
+        waiting = "none registered yet (health NOT_SERVING until a worker holds every alias)"
+        print(f"  workers: {workers or waiting}", flush=True)
         await stop.wait()
         print("draining", flush=True)
         await frontend.drain()

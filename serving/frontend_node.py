@@ -43,6 +43,7 @@ from frontend.generations.manager import GenerationManager
 from frontend.http.server import http_server
 from frontend.metrics import FrontendMetrics
 from frontend.rpc.server import frontend_server
+from frontend.serving_signals import ServingSignals
 
 ROOT = Path(__file__).resolve().parent.parent
 log = logging.getLogger(__name__)
@@ -86,6 +87,7 @@ class RunningFrontend:
 
 def make_dispatcher(cfg: PlatformConfig, pool: WorkerPool) -> Dispatcher:
     f = cfg.frontend
+    pool.policy, pool.spill_margin = cfg.routing.policy, cfg.routing.spill_margin
     return Dispatcher(
         pool,
         WaitPredictor(prior_tokens_per_s=f.prefill_tokens_per_s),
@@ -128,6 +130,11 @@ async def serve_frontend(
         salts=parts.salts,
     )
     metrics.watch_retention(manager.live.retention)
+    metrics.watch_signals(
+        ServingSignals(
+            dispatcher, parts.pool, lambda: manager.store_probe.available, lambda: aggregator.pending
+        )
+    )
     manager.start_background()
     catalog = parts.catalog
     catalog.apply(await asyncio.to_thread(read_catalog, store))  # drain flags of the pool's workers too

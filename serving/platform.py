@@ -41,7 +41,7 @@ from serving.frontend_node import FrontendParts, make_dispatcher, serve_frontend
 from serving.supervisor import Supervisor
 from serving.triton import TritonServer
 from serving.worker_set import LocalWorkers
-from serving.workers import VERIFIED_DIR, LocalWorker, kv_blocks
+from serving.workers import PREFIX_SUMMARY_DIR, VERIFIED_DIR, LocalWorker, kv_blocks
 
 ROOT = Path(__file__).resolve().parent.parent
 log = logging.getLogger(__name__)
@@ -137,6 +137,7 @@ class Platform:
             dispatcher.pump,
             probe_interval_s=f.worker_probe_interval_s,
             inactivity_timeout_s=f.worker_inactivity_timeout_s,
+            summary_dir=PREFIX_SUMMARY_DIR if self.cfg.routing.summary_blocks else None,
         )
         await asyncio.to_thread(supervisor.heartbeat)  # registered before Admin can name them
         supervisor.start()

@@ -5,13 +5,13 @@ Every `interval_s` it checks each worker: its `tritonserver` process, then its p
 canary to each model silent that long). A worker that failed is marked unhealthy (routing skips it
 and the health check turns NOT_SERVING when no other worker serves its versions), killed with its
 Python-backend stubs (its streams end INTERRUPTED, never restarted), started again and its versions
-reloaded, and routable again once they are ready. A failed restart is retried after `retry_s`.
-Every `heartbeat_s` it writes each worker's state (SERVING or NOT_SERVING, estimated free blocks,
-loaded versions and their KV pools) to the control store's worker registry, extending each one's
-registration lease by `lease_s` (fleet frontends route only to workers whose lease is live).
-It runs in `make serve` (beside the frontend that routes to these workers) and in a worker host
-(serving/worker_host.py), where `retire()` ends the registrations at a clean exit.
-"""
+reloaded, and routable again once they are ready. A failed restart is retried after `retry_s`. Every
+`heartbeat_s` it writes each worker's state (SERVING or NOT_SERVING, estimated free blocks, loaded
+versions with their KV pools and prefix-cache summaries, serving/prefix_summaries.py) to the control
+store's worker registry, extending each one's registration lease by `lease_s` (fleet frontends route
+only to workers whose lease is live). It runs in `make serve` (beside the frontend that routes to
+these workers) and in a worker host (serving/worker_host.py), where `retire()` ends the
+registrations at a clean exit."""
 
 from __future__ import annotations
 
@@ -21,12 +21,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
+from contracts.prefix_summary import CacheSummary
 from control.models import WorkerHealth
 from control.workers import VersionPool, WorkerReport, heartbeat, retire_worker
 from datastore.store import Store
 from frontend.background import Background
 from frontend.dispatch.worker_pool import WorkerPool
+from serving.prefix_summaries import worker_summaries
 from serving.probes import WorkerProbe
 from serving.workers import LocalWorker
 
@@ -45,6 +48,7 @@ class Supervisor:
     heartbeat_s: float = 2.0  # how often the registry is written
     lease_s: float = 30.0  # each heartbeat extends a worker's registration this far
     retry_s: float = 5.0  # after a failed restart
+    summary_dir: Path | None = None  # the engines' prefix-cache summaries (None: none published)
     restarts: int = 0  # completed restarts, all workers
     _next_try: dict[str, float] = field(default_factory=dict)
     _probes: dict[str, WorkerProbe] = field(default_factory=dict)
@@ -124,18 +128,27 @@ class Supervisor:
                 health = WorkerHealth.SERVING if handle.healthy else WorkerHealth.NOT_SERVING
                 capacity = dict(handle.capacity)  # one snapshot: a version sync may replace it meanwhile
                 loaded = tuple(sorted(capacity)) if handle.healthy else ()
+                caches = self._summaries(handle.worker_id)
+                handle.caches = caches  # `make serve`'s frontend routes by this very pool
+                size = self.pool.block_size
                 report = WorkerReport(
                     worker_id=handle.worker_id,
                     address=handle.address,
                     health=health,
                     free_blocks=max(0, sum(handle.free_blocks(v) for v in capacity)),
                     loaded_versions=loaded,
-                    pools={v: VersionPool(capacity[v], self.pool.block_size.get(v, 16)) for v in loaded},
+                    pools={v: VersionPool(capacity[v], size.get(v, 16), caches.get(v)) for v in loaded},
                     lease_for=timedelta(seconds=self.lease_s),
                 )
                 heartbeat(s, report, now=now)
                 if handle.healthy:
                     handle.last_heartbeat = time.time()
+
+    def _summaries(self, worker_id: str) -> dict[str, CacheSummary]:
+        worker = next((w for w in self.workers if w.worker_id == worker_id), None)
+        if worker is None or self.summary_dir is None:
+            return {}
+        return worker_summaries(worker, self.summary_dir)
 
     def retire(self) -> None:
         """Ends every worker's registration now (a worker host's clean exit; blocking)."""

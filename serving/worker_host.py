@@ -33,7 +33,7 @@ from serving.artifact_fetch import repository_fetch
 from serving.supervisor import Supervisor
 from serving.version_sync import ArtifactSource, HostVersions
 from serving.worker_set import LocalWorkers
-from serving.workers import LocalWorker
+from serving.workers import PREFIX_SUMMARY_DIR, LocalWorker
 
 ROOT = Path(__file__).resolve().parent.parent
 PRUNE_AFTER = timedelta(days=1)  # registrations expired this long ago are deleted at start-up
@@ -83,6 +83,7 @@ class WorkerHost:
             inactivity_timeout_s=f.worker_inactivity_timeout_s,
             heartbeat_s=fleet.worker_lease_s / 4,
             lease_s=fleet.worker_lease_s,
+            summary_dir=PREFIX_SUMMARY_DIR if self.cfg.routing.summary_blocks else None,
         )
         await asyncio.to_thread(supervisor.heartbeat)
         supervisor.start()

@@ -95,7 +95,10 @@ class LocalWorkers:
             for worker in self.workers:  # they start (~1.5 s) while the repository is written
                 worker.server.launch()
             threads = engine_threads(self.cfg)
-            deployed = [deployment(m, v, threads, self._trace_url, self.cfg.models) for m, v in deployments]
+            deployed = [
+                deployment(m, v, threads, self._trace_url, self.cfg.routing.summary_blocks, self.cfg.models)
+                for m, v in deployments
+            ]
             materialize_repository(deployed, repo)
             for worker in self.workers:
                 worker.server.wait_live()
@@ -112,7 +115,14 @@ class LocalWorkers:
 
     def load_everywhere(self, settings: ModelSettings, version: ServedVersion) -> None:
         """Loads a verified version on every worker (blocking); reloaded if a worker restarts."""
-        deployed = deployment(settings, version, engine_threads(self.cfg), self._trace_url, self.cfg.models)
+        deployed = deployment(
+            settings,
+            version,
+            engine_threads(self.cfg),
+            self._trace_url,
+            self.cfg.routing.summary_blocks,
+            self.cfg.models,
+        )
         materialize_repository([deployed], self.work_dir / "models")
         for worker in self.workers:  # a second call after a partial failure loads the rest
             worker.server.load_model(version.triton_model_name)

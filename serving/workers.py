@@ -123,14 +123,20 @@ def draft_for(m: ModelSettings, models: tuple[ModelSettings, ...]) -> str:
     return str(artifact_for(other))
 
 
+# each engine's prefix-cache summary, under its tritonserver's pid (contracts/prefix_summary.py)
+PREFIX_SUMMARY_DIR = Path(__file__).resolve().parent.parent / "var" / "prefix-summary"
+
+
 def deployment(
     m: ModelSettings,
     v: ServedVersion,
     intra_op_threads: int = 0,
     trace_url: str = "",
+    summary_blocks: int = 0,
     models: tuple[ModelSettings, ...] = (),
 ) -> ModelDeployment:
-    """`models`: every configured entry (a draft model may be another entry's version)."""
+    """summary_blocks: the most prefix-cache fingerprints its engines publish (0: none). `models`:
+    every configured entry (a draft model may be another entry's version)."""
     return ModelDeployment(
         triton_model_name=v.triton_model_name,
         artifact_dir=v.artifact_dir,
@@ -151,6 +157,8 @@ def deployment(
         speculative_method=m.speculative_method,
         speculative_tokens=m.speculative_tokens,
         draft_dir=draft_for(m, models),
+        prefix_summary_dir=str(PREFIX_SUMMARY_DIR) if summary_blocks else "",
+        prefix_summary_blocks=summary_blocks,
     )
 
 

@@ -39,6 +39,7 @@ from engine.engine import CapacityError, EngineError, FinishReason, StepOutput
 from worker.live_request import CHECK_EVERY, LiveRequest, end_span, to_check
 from worker.loop_guard import UNAVAILABLE, Handover, Rebuilder
 from worker.outbox import Outbox
+from worker.prefix_summary import PrefixSummaryWriter
 from worker.protocol import ErrorResponse, Log, Request, StepEngine
 from worker.request_spans import NoSpans, RequestSpans
 from worker.tensors import admission_outputs, engine_request, full_outputs, is_streaming, step_outputs
@@ -63,11 +64,12 @@ class WorkerAdapter:
         clock: Callable[[], float] = time.perf_counter,
         coalesce_from: int = COALESCE_FROM,
         spans: RequestSpans | None = None,
+        summary: PrefixSummaryWriter | None = None,
     ) -> None:
         """engine: built on the thread that will run the loop; new_engine: builds a fresh one
         there after a failed step. eos_ids: the stop tokens of a request that names no end_id.
         coalesce_from: see the module docstring. spans: each admitted request's engine span
-        (request_spans.py; default: none)."""
+        (request_spans.py; default: none). summary: writes the prefix cache's (prefix_summary.py)."""
         self.engine = engine
         self._rebuilder = Rebuilder(new_engine, log, clock)
         self.eos_ids = eos_ids
@@ -84,6 +86,7 @@ class WorkerAdapter:
         self._was_busy = False
         self.coalesce_from = coalesce_from
         self.spans = spans or NoSpans()
+        self.summary = summary
         self._coalescing = False  # this step answers at least coalesce_from requests
         self._admitted = 0  # requests admitted so far: their turns for cancellation checks
         self._steps = 0
@@ -117,6 +120,8 @@ class WorkerAdapter:
                 busy = self.engine.has_unfinished()
             # periodically while busy, and at once when the engine goes idle
             self.metrics.publish(self.engine.stats, force=self._was_busy and not busy)
+            if self.summary is not None:
+                self.summary.maybe_write(self.engine.prefix_keys)
             self._was_busy = busy
         except Exception as e:  # a bug must not kill the loop silently: fail every live request
             self.log.log_error(f"engine step failed: {type(e).__name__}: {e}")

@@ -16,13 +16,23 @@ from string import Template
 from typing import Any
 
 from contracts.capacity import DEFAULT_BLOCK_SIZE, DEFAULT_KV_CACHE_BLOCKS, DEFAULT_MAX_NUM_SEQS
+from contracts.prefix_summary import DEFAULT_SUMMARY_BLOCKS
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "triton_models" / "llm_cpu"
 
 
 # parameters whose absence is harmless (no spans, every file hashed, the step cost measured again)
 OPTIONAL = frozenset(
-    {"trace_url", "verified_dir", "step_cost_cache", "speculative_method", "speculative_tokens", "draft_dir"}
+    {
+        "trace_url",
+        "verified_dir",
+        "step_cost_cache",
+        "speculative_method",
+        "speculative_tokens",
+        "draft_dir",
+        "prefix_summary_dir",
+        "prefix_summary_blocks",
+    }
 )
 
 
@@ -49,6 +59,9 @@ class ModelDeployment:
     verified_dir: str = (
         ""  # folder of files' recorded digests (artifacts/file_digests.py); "": hash every file
     )
+    # folder of the prefix cache's summaries (contracts/prefix_summary.py); "": none written
+    prefix_summary_dir: str = ""
+    prefix_summary_blocks: int = DEFAULT_SUMMARY_BLOCKS  # fingerprints in one engine's summary at most
     trace_url: str = ""  # OTLP/HTTP traces URL for each request's engine span (request_spans.py); "": none
     speculative_method: str = "none"  # "none", "draft" or "ngram" (engine/speculation.py)
     speculative_tokens: int = 0  # drafts a step; 0: chosen each step from the measured cost

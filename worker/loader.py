@@ -9,6 +9,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
 from artifacts.manifest import ArtifactIntegrityError, Manifest, read_manifest, remember_checks_in, verify
+from contracts.prefix_summary import summary_path
 from engine import cost_model, kernels, step_budget
 from engine.config import DTYPES, resolve_dtype
 from engine.constraints import Grammars
@@ -21,6 +22,7 @@ from worker import step_cost_cache
 from worker.adapter import WorkerAdapter
 from worker.deployment import ModelDeployment
 from worker.heap import release_freed_memory
+from worker.prefix_summary import PrefixSummaryWriter
 from worker.protocol import Log
 from worker.request_spans import request_spans
 from worker.torch_thread import TorchThread
@@ -123,6 +125,7 @@ def _load(
         WorkerMetrics(d.triton_model_name, metrics_api),
         log,
         spans=request_spans(d.trace_url),
+        summary=_summary_writer(d, config.compatibility_key, log),
     )
     loaded = (
         f"model {manifest.version_id} loaded ({dtype_name}, weights {manifest.quantization}, "
@@ -131,6 +134,14 @@ def _load(
         f"{'' if model.fused else ', eager steps'}, speculative {d.speculative_method})"
     )
     return adapter, torch_thread, loaded, checked
+
+
+def _summary_writer(d: ModelDeployment, compatibility_key: str, log: Log) -> PrefixSummaryWriter | None:
+    """The prefix-cache summary's file, under the `tritonserver` that started this stub (its parent)."""
+    if not d.prefix_summary_dir or d.prefix_summary_blocks < 1:
+        return None
+    path = summary_path(Path(d.prefix_summary_dir), os.getppid(), d.triton_model_name, os.getpid())
+    return PrefixSummaryWriter(path, compatibility_key, d.block_size, d.prefix_summary_blocks, log)
 
 
 def _step_cost(

@@ -47,6 +47,9 @@ class Unavailable:
         return Stats(0, 0, 0, running=0, waiting=0, preemptions=0, prefix_query_tokens=0,
                      prefix_hit_tokens=0, last_batch_tokens=0)  # fmt: skip
 
+    def prefix_keys(self, limit: int) -> list[bytes]:
+        return []  # no engine, no cache
+
 
 UNAVAILABLE = Unavailable()
 

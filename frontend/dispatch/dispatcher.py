@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from contracts.tier import Tier
 from frontend.dispatch.fair_queue import FairQueue, Ticket, WaitPredictor
+from frontend.dispatch.prefix_routing import remember
 from frontend.dispatch.worker_client import (
     WorkerCapacityError,
     WorkerChunk,
@@ -109,6 +110,13 @@ class Dispatcher:
         )
         return position, wait
 
+    def waiting_by_tier(self) -> dict[Tier, int]:
+        """Tickets waiting for worker room, or on their way to the queue, per tier."""
+        counts: dict[Tier, int] = {}
+        for t in [*self._queue.in_order(), *self._arriving.values()]:
+            counts[t.tier] = counts.get(t.tier, 0) + 1
+        return counts
+
     def started(self, ticket: Ticket, cached_tokens: int) -> None:
         """Its first token arrived: the prefill is done."""
         if ticket.generation_id not in self._started:
@@ -161,7 +169,7 @@ class Dispatcher:
                         self.pool.lost(worker.worker_id)
                     self._release(worker, ticket, version_id)
                     worker = self.pool.with_room(
-                        version_id, ticket.blocks, exclude=frozenset(tried), tenant=ticket.tenant_id
+                        version_id, ticket.blocks, frozenset(tried), ticket.tenant_id, ticket.prefix
                     )
                     if worker is not None:
                         self._reserve(worker, ticket, version_id)
@@ -238,7 +246,7 @@ class Dispatcher:
         hold back smaller ones behind it (each waits at most its tier's allowance)."""
         for t in self._queue.in_order():
             version_id = self._versions[t.generation_id]
-            worker = self.pool.with_room(version_id, t.blocks, tenant=t.tenant_id)
+            worker = self.pool.with_room(version_id, t.blocks, tenant=t.tenant_id, prefix=t.prefix)
             if worker is None:
                 continue
             self._queue.take(t)
@@ -252,6 +260,7 @@ class Dispatcher:
         worker.by_tenant[key] = worker.by_tenant.get(key, 0) + ticket.blocks
         worker.active += 1
         worker.dispatched += 1
+        remember(worker, version_id, ticket.prefix)
 
     def _release(self, worker: WorkerHandle, ticket: Ticket, version_id: str) -> None:
         worker.reserved[version_id] -= ticket.blocks

@@ -20,6 +20,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from contracts.tier import Tier
+from frontend.dispatch.prefix_routing import PromptPrefix
 
 
 @dataclass(slots=True, frozen=True)
@@ -30,6 +31,7 @@ class Ticket:
     tier: Tier
     prompt_tokens: int  # prefill cost (tokens), before any prefix-cache hit
     blocks: int  # KV blocks the worker reserves: contracts.capacity.blocks_for(prompt + max output)
+    prefix: PromptPrefix | None = field(default=None, compare=False)  # for routing by cached prefix
 
 
 @dataclass(slots=True)
@@ -88,6 +90,11 @@ class WaitPredictor:
 
     def backlog_tokens(self, tier: Tier | None = None) -> int:
         return sum(v for (k, _), v in self._backlog.items() if tier is None or k == tier)
+
+    def backlog_wait_s(self, tier: Tier) -> float:
+        """Seconds to prefill the backlog of `tier` and the more urgent tiers (a metric: the most a
+        new ticket of the tier would be predicted to wait)."""
+        return sum(tokens for (k, _), tokens in self._backlog.items() if k <= tier) / self.tokens_per_s
 
     def predict_wait_s(self, tenant_id: str, weight: float, tier: Tier, cost: int) -> float:
         """Seconds before a new ticket's prefill would start under fair sharing."""

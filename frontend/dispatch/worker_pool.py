@@ -1,6 +1,6 @@
 """The workers this frontend routes to, as it sees them: versions each holds (verified at load), KV
 capacity per version, the blocks this frontend's generations reserved there (in all and per tenant),
-health and draining.
+what each one's prefix cache holds (frontend/dispatch/prefix_routing.py), health and draining.
 
 A worker's free blocks are an estimate (its configured pool minus what this frontend reserved); the
 worker's own reservation is the authority. With more than one tenant, one tenant may hold at most
@@ -19,7 +19,9 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
+from contracts.prefix_summary import CacheSummary
 from frontend.catalog.registry import ServedVersion
+from frontend.dispatch.prefix_routing import PREFIX, PromptPrefix, RecentPrefixes, choose
 from frontend.dispatch.worker_client import TritonWorker
 
 
@@ -37,6 +39,8 @@ class WorkerHandle:
     draining: bool = False
     last_heartbeat: float = 0.0  # time.time() of the last health check that passed
     suspect_since: float | None = None  # time.time() its stream broke at dispatch (fleet pools only)
+    caches: dict[str, CacheSummary] = field(default_factory=dict)  # version id -> its prefix cache's summary
+    recent: dict[str, RecentPrefixes] = field(default_factory=dict)  # version id -> blocks we sent since
 
     def free_blocks(self, version_id: str) -> int:
         return self.capacity.get(version_id, 0) - self.reserved.get(version_id, 0)
@@ -66,6 +70,8 @@ class WorkerPool:
         self.tenant_share = 1.0
         self.changed = asyncio.Event()  # set when a worker's health changes (the health check waits)
         self.holds_suspects = False  # a worker whose stream broke at dispatch is held back (fleet)
+        self.policy = PREFIX  # or LEAST_LOADED ([routing] policy; frontend/dispatch/prefix_routing.py)
+        self.spill_margin = 4  # [routing] spill_margin
 
     def set_healthy(self, worker_id: str, healthy: bool) -> None:
         self.workers[worker_id].healthy = healthy
@@ -91,16 +97,18 @@ class WorkerPool:
         blocks: int,
         exclude: frozenset[str] = frozenset(),
         tenant: str | None = None,
+        prefix: PromptPrefix | None = None,
     ) -> WorkerHandle | None:
-        """The routable worker with the most estimated free blocks, if they fit (and fit within the
-        tenant's share of that worker's pool)."""
+        """Among the routable workers where the blocks fit (within the tenant's share of that
+        worker's pool too), the one prefix_routing.choose() picks: by the prompt's cached prefix
+        within the spill margin, else the most estimated free blocks."""
         share = self.tenant_share
         fits = [
             w
             for w in self.routable(version_id)
             if w.worker_id not in exclude and w.fits(version_id, blocks, tenant, share)
         ]
-        return max(fits, key=lambda w: (w.free_blocks(version_id), w.worker_id), default=None)
+        return choose(fits, version_id, prefix, self.policy, self.spill_margin)
 
 
 async def ready_workers(pool: WorkerPool, version: ServedVersion) -> int:

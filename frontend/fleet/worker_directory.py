@@ -1,14 +1,14 @@
 """A fleet frontend's worker pool, as a cache of the store's worker registry (control/workers.py).
 
-Refresh rule: every `refresh_s` the live registrations are read and the pool made equal to them:
-a worker that registered is added (a Triton client to its advertised address), one whose address
-changed gets a new client, its health, drain flag and KV pools follow its last heartbeat, and one
-whose registration lease expired (its host died or stopped) is dropped. A dropped worker's client
-is closed once none of this frontend's generations runs there any more: an expired lease stops new
-routing, it does not cut streams that still flow (a dead worker's streams break on their own and
-end INTERRUPTED, frontend/generations/run.py). A worker held suspect (its stream broke at dispatch,
-frontend/dispatch/worker_pool.py) is routed to again once a heartbeat newer than that arrives.
-"""
+Refresh rule: every `refresh_s` the live registrations are read and the pool made equal to them: a
+worker that registered is added (a Triton client to its advertised address), one whose address
+changed gets a new client, its health, drain flag, KV pools and prefix-cache summaries follow its
+last heartbeat, and one whose registration lease expired (its host died or stopped) is dropped. A
+dropped worker's client is closed once none of this frontend's generations runs there any more: an
+expired lease stops new routing, it does not cut streams that still flow (a dead worker's streams
+break on their own and end INTERRUPTED, frontend/generations/run.py). A worker held suspect (its
+stream broke at dispatch, frontend/dispatch/worker_pool.py) is routed to again once a heartbeat
+newer than that arrives."""
 
 from __future__ import annotations
 
@@ -90,6 +90,7 @@ class WorkerDirectory:
         handle.capacity = {version_id: pool.kv_blocks for version_id, pool in r.pools.items()}
         for version_id, pool in r.pools.items():
             self.pool.block_size[version_id] = pool.block_size
+        handle.caches = {v: pool.cache for v, pool in r.pools.items() if pool.cache is not None}
         handle.last_heartbeat = heartbeat
         return before != (handle.healthy, handle.draining, handle.suspect_since, handle.capacity)
 

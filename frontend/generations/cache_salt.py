@@ -1,6 +1,6 @@
 """The prefix-cache salt each request carries to its worker: HMAC-SHA256(secret, tenant id).
 
-A worker shares cached KV blocks only between requests whose salt is equal (engine/block_hash.py
+A worker shares cached KV blocks only between requests whose salt is equal (contracts/block_hash.py
 chains the salt into every block's key), so the salt is a tenant's cache scope. Were it the tenant
 id, anyone able to send a worker a request could name another tenant's salt and time or count
 prefix-cache hits on that tenant's prompts. Derived from a secret only the frontend holds, a salt

@@ -21,6 +21,7 @@ from contracts.tier import Tier
 from frontend.catalog.registry import ServedVersion
 from frontend.dispatch.dispatcher import Dispatcher
 from frontend.dispatch.fair_queue import Ticket
+from frontend.dispatch.prefix_routing import PromptPrefix
 from frontend.dispatch.worker_client import WorkerChunk, WorkerError, WorkerLost, WorkerRequest
 from frontend.generations.stops import StopMatcher
 from frontend.generations.validation import GenerationParams
@@ -74,6 +75,7 @@ class GenerationRun:
             tier=self.tier,
             prompt_tokens=len(self.prompt_ids),
             blocks=blocks_for(len(self.prompt_ids) + self.params.max_output_tokens, block_size),
+            prefix=PromptPrefix(self.prompt_ids, self.cache_salt),
         )
 
     def worker_request(self) -> WorkerRequest:

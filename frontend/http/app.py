@@ -1,8 +1,8 @@
 """The HTTP app: routes that adapt HTTP/JSON to the shared calls (frontend/calls.py), as the gRPC
 servicers adapt protobuf. Tenant services need `Authorization: Bearer <api key>`, checked by the
 same key store as gRPC's metadata; errors are mapped by frontend/api_errors.py's table and rendered
-by frontend/http/errors.py. /openapi.json and /healthz (SERVING while a model version has a ready
-worker and the control store is reachable) need no key.
+by frontend/http/errors.py. /openapi.json and /healthz (SERVING while every alias has a READY version on
+a ready worker and the control store is reachable) need no key.
 
 REST API (the protos' messages in protobuf's JSON mapping)
     POST /v1/generations                       GenerateRequest (+ "stream"); SSE or one document
@@ -37,6 +37,7 @@ from frontend.auth import ApiKeyStore, Tenant
 from frontend.calls import FrontendCalls
 from frontend.catalog.messages import list_models
 from frontend.dispatch.worker_pool import ready_workers
+from frontend.health import serves_every_alias
 from frontend.http import json_body, openai, openai_answers, transcode
 from frontend.http.account_routes import AccountRoutes, account_routes
 from frontend.http.errors import JSON, openai_error, rest_error
@@ -191,12 +192,14 @@ class HttpApi:
     # --- no key -------------------------------------------------------------------------------
 
     async def healthz(self, request: Request) -> Response:
-        """SERVING while some model version has a ready worker (as the gRPC health service's ""),
-        and not once the frontend drains for its exit nor while the control store is unreachable."""
+        """SERVING while some model version has a ready worker and every alias has a READY one
+        there (frontend/health.py), and not once the frontend drains for its exit nor while the
+        control store is unreachable."""
         pool = self.calls.pool
         ready = [await ready_workers(pool, v) for v in self.calls.registry.versions.values()]
         manager = self.calls.generations.manager
         serving = any(n > 0 for n in ready) and not manager.draining and manager.store_probe.available
+        serving = serving and await serves_every_alias(self.calls.registry, pool)
         return JSON({"status": "SERVING" if serving else "NOT_SERVING"}, 200 if serving else 503)
 
 

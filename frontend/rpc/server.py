@@ -159,7 +159,8 @@ async def frontend_server(
         return not manager.draining and manager.store_probe.available
 
     manager.store_probe.on_change = pool.changed.set  # a flip recomputes health at once
-    check = HealthCheck(health_servicer, registry, pool, SERVICE_NAMES, health_interval_s, accepting)
+    observe = manager.metrics.health_changed
+    check = HealthCheck(health_servicer, registry, pool, SERVICE_NAMES, health_interval_s, accepting, observe)
     await check.refresh()
     check.start()
     try:

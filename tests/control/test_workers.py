@@ -6,6 +6,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy.exc import IntegrityError
 
+from contracts.prefix_summary import CacheSummary
 from control.models import WorkerHealth
 from control.revision import current_revision
 from control.workers import (
@@ -131,3 +132,19 @@ def test_pruning_deletes_long_expired_registrations_but_drained_ones(store: Stor
     with store.transaction() as session:
         assert [w.id for w, _ in list_workers(session)] == ["drained", "fresh"]
         assert prune_workers(session, expired_before=at(50)) == 0
+
+
+def test_a_heartbeat_publishes_each_versions_cache_summary(store: Store) -> None:
+    summary = CacheSummary("compat:float32", 16, frozenset({b"\x01" * 8, b"\x02" * 8}))
+    with store.transaction() as session:
+        add_version(session)
+        pools = {VERSION_ID: VersionPool(40, 16, summary)}
+        heartbeat(session, replace(report("w1", 40, VERSION_ID), pools=pools), now=T0)
+        heartbeat(session, replace(report("w2", 40, VERSION_ID)), now=T0)
+    with store.transaction() as session:
+        live = {w.worker_id: w.pools[VERSION_ID].cache for w in registered_workers(session, now=at(1))}
+        assert live == {"w1": summary, "w2": None}  # w2 published none
+        emptied = {VERSION_ID: VersionPool(40, 16, CacheSummary("compat:float32", 16))}
+        heartbeat(session, replace(report("w1", 40, VERSION_ID), pools=emptied), now=at(2))
+        [w1, _] = registered_workers(session, now=at(3))
+        assert w1.pools[VERSION_ID].cache == CacheSummary("compat:float32", 16)  # replaced, not merged

@@ -45,7 +45,7 @@ def add_rows(engine: Engine) -> None:
 
 
 def test_a_single_head() -> None:
-    assert heads() == ("0006_tenancy",)
+    assert heads() == ("0007_cache_summaries",)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -53,7 +53,7 @@ def test_upgrade_from_empty_matches_the_models(backend: str, tmp_path: Path) -> 
     with empty_engine(backend, tmp_path) as engine:
         assert current(engine) is None
         upgrade(engine)
-        assert current(engine) == "0006_tenancy"
+        assert current(engine) == "0007_cache_summaries"
         assert tables(engine) == ALL_TABLES
         with engine.connect() as connection:
             diff = compare_metadata(MigrationContext.configure(connection), Base.metadata)
@@ -118,13 +118,13 @@ def test_concurrent_upgrades_migrate_once(backend: str, tmp_path: Path) -> None:
         for t in threads:
             t.join()
         assert errors == []
-        assert current(engine) == "0006_tenancy"
+        assert current(engine) == "0007_cache_summaries"
         assert tables(engine) == ALL_TABLES
 
 
 def test_upgrade_is_idempotent(store: Store) -> None:
     upgrade(store.engine)
-    assert current(store.engine) == "0006_tenancy"
+    assert current(store.engine) == "0007_cache_summaries"
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

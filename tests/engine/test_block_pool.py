@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from contracts.block_hash import prefix_block_keys
 from contracts.capacity import blocks_for
-from engine.block_hash import prefix_block_keys
 from engine.block_pool import BlockPool
 from engine.kv_cache_manager import KVCacheManager
 
@@ -122,3 +122,20 @@ def test_hit_is_confirmed_by_tokens() -> None:
     pool.set_key(block, key, [1, 2, 3, 4])
     assert pool.lookup(key, [1, 2, 3, 4]) == block
     assert pool.lookup(key, [1, 2, 3, 5]) is None  # a colliding key with other tokens is not a hit
+
+
+def test_recent_keys_are_used_blocks_first_then_cached_ones_last_evicted_first() -> None:
+    pool = BlockPool(6)
+    kv = KVCacheManager(pool, BS, "compat")
+    tokens = list(range(13))
+    keys = prefix_block_keys(tokens, BS, "compat", "A")
+    assert kv.allocate_slots("a", 13)
+    kv.cache_full_blocks("a", tokens, 13, "A")
+    kv.free("a")  # released tail first: keys[0] is the most recently released
+    assert pool.recent_keys(10) == [keys[0], keys[1], keys[2]]
+    other = list(range(100, 105))
+    assert kv.allocate_slots("b", 5)  # takes the two never-keyed blocks: nothing evicted
+    kv.cache_full_blocks("b", other, 5, "B")
+    [b_key] = prefix_block_keys(other, BS, "compat", "B")
+    assert pool.recent_keys(10)[0] == b_key  # in use: first
+    assert pool.recent_keys(2) == [b_key, keys[0]]

@@ -107,3 +107,28 @@ async def until(condition: Callable[[], bool], bound_s: float = 30.0) -> None:
     async with asyncio.timeout(bound_s):
         while not condition():
             await asyncio.sleep(0.01)
+
+
+async def test_every_served_alias_needs_a_ready_version_on_a_routable_worker() -> None:
+    """A fleet frontend started before its worker hosts: the alias' only version is recorded but
+    not READY yet, so no READY version is missing, and yet nothing could be served."""
+    reg = registry(V1, V2)
+    reg.routes = {"m": {V1: 1.0}, "canary": {V1: 0.9, V2: 0.1}}
+    reg.statuses = {V1: "REGISTERED", V2: "REGISTERED"}
+    client = FakeClient("triton-m@1", "triton-m@2")
+    pool = pool_of(w1=(client, (V1, V2)))
+    check, servicer = check_of(reg, pool)
+    assert not await check.refresh()
+    assert await status(servicer) == NOT_SERVING
+    reg.statuses[V2] = "READY"  # "canary" has a READY target now, "m" still none
+    assert not await check.refresh()
+    reg.statuses[V1] = "READY"
+    assert await check.refresh()
+    pool.workers["w1"].healthy = False  # the last worker lost: READY versions held by no one
+    assert not await check.refresh()
+    pool.workers["w1"].healthy = True
+    client.ready.discard("triton-m@1")  # "canary" is still served by its READY V2, "m" is not
+    reg.statuses[V1] = "DRAINING"
+    assert not await check.refresh()
+    reg.routes["m"] = {V1: 0.0, V2: 1.0}  # the operator moved "m" to V2
+    assert await check.refresh()

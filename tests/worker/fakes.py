@@ -145,6 +145,10 @@ class ScriptedEngine:
         return Stats(0, 0, 0, running=running, waiting=0, preemptions=0, prefix_query_tokens=looked_up,
                      prefix_hit_tokens=0, last_batch_tokens=batch)  # fmt: skip
 
+    def prefix_keys(self, limit: int) -> list[bytes]:
+        """One key per admitted request (its id, padded), most recent first."""
+        return [r.request_id.encode().ljust(32, b"-") for r in reversed(self.admitted)][:limit]
+
 
 class Metric:
     def __init__(self, labels: Mapping[str, str]) -> None:

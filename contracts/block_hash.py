@@ -1,4 +1,5 @@
-"""Prefix-cache keys: a chained, collision-resistant hash over full blocks of token ids.
+"""Prefix-cache keys: a chained, collision-resistant hash over full blocks of token ids (shared by
+the engine, which keys its cache with them, and the frontend, which routes by them).
 
     key(block i) = blake2b(key(block i-1) | compatibility key | cache salt | token ids of block i)
 
