@@ -27,7 +27,7 @@ from bench.speculative_workload import SUMMARIES, summarization_prompts
 from engine import kernels
 from engine.engine import Engine, EngineConfig, EngineRequest
 from engine.model import LlamaForCausalLM
-from engine.speculation import SpeculativeConfig
+from engine.speculative.speculation import SpeculativeConfig
 from engine.weights import load_model
 from prebuild.artifact import ensure_artifact
 from prebuild.kernels import load_kernels

@@ -21,7 +21,6 @@ from contracts.guides import MAX_TOP_LOGPROBS, GuideError
 from contracts.sampling import TOP_K_OFF
 from engine.block_pool import BlockPool
 from engine.constraints import Grammars, Masks
-from engine.draft_model import DraftModel
 from engine.kv_cache import PagedKVCache
 from engine.kv_cache_manager import KVCacheManager
 from engine.model import LlamaForCausalLM
@@ -30,7 +29,8 @@ from engine.sampler import make_generator, sample_step
 from engine.scheduler import GUARANTEED_NO_EVICT, CapacityError, Scheduler
 from engine.scheduler_output import SchedulerOutput
 from engine.sequence import EngineRequest, FinishReason, SamplingParams, Sequence, StepOutput, TokenLogprob
-from engine.speculation import SpeculativeConfig, Speculator
+from engine.speculative.draft_model import DraftModel
+from engine.speculative.speculation import SpeculativeConfig, Speculator
 from engine.step_budget import StepCost
 
 __all__ = [
@@ -62,7 +62,7 @@ class EngineConfig:
     dtype: torch.dtype = torch.float32  # activations and float weights
     kv_dtype: torch.dtype | None = None  # the KV cache's; None: `dtype`
     compatibility_key: str = ""  # the model version's; part of every prefix-cache key
-    # drafts verified each step (engine/speculation.py); the default speculates not at all
+    # drafts verified each step (engine/speculative/speculation.py); the default speculates not at all
     speculative: SpeculativeConfig = field(default_factory=SpeculativeConfig)
 
 
@@ -77,7 +77,7 @@ class Stats:
     prefix_query_tokens: int  # cumulative prompt tokens looked up in the prefix cache
     prefix_hit_tokens: int  # cumulative prompt tokens found there
     last_batch_tokens: int
-    # speculative decoding, cumulative (engine/speculation.py SpeculationStats; 0 when off): draft
+    # speculative decoding, cumulative (engine/speculative/speculation.py SpeculationStats; 0 when off): draft
     # work is metrics only, bills count emitted tokens
     speculative_drafted: int = 0
     speculative_accepted: int = 0

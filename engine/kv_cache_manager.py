@@ -114,7 +114,7 @@ class KVCacheManager:
 
     def trim(self, seq_id: str, num_tokens: int) -> None:
         """Frees the sequence's blocks past the first `num_tokens` tokens (slots of draft tokens
-        verification rejected: engine/speculation.py), tail first; a reserved sequence gets them
+        verification rejected: engine/speculative/speculation.py), tail first; a reserved sequence gets them
         back into its reservation, so its promise is whole again."""
         table = self._tables.get(seq_id, [])
         keep = blocks_for(num_tokens, self.block_size)

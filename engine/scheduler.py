@@ -178,7 +178,7 @@ class Scheduler:
 
     def update(self, output: SchedulerOutput, sampled: Mapping[str, int | tuple[int, ...]]) -> list[Sequence]:
         """Applies a finished step; returns the sequences that got tokens (finished ones included).
-        A verified draft gets its emitted tokens (engine/verification.py): its accepted drafts' KV
+        A verified draft gets its emitted tokens (engine/speculative/verification.py): its accepted drafts' KV
         is computed, the rejected ones' is not."""
         touched = []
         for c in output.chunks:

@@ -14,7 +14,8 @@ class ScheduledChunk:
     start: int  # first token position computed in this step (== num_computed_tokens)
     num_tokens: int  # tokens computed in this step: 1 for a decode, up to the budget for prefill
     sample: bool  # the chunk reaches the last known token: sample the next one
-    # speculative decoding (engine/speculation.py): tokens proposed after the sequence's known ones;
+    # speculative decoding (engine/speculative/speculation.py): tokens proposed after the
+    # sequence's known ones;
     # the chunk computes positions start .. start + num_tokens - 1 of token_ids + draft
     draft: tuple[int, ...] = ()
     verify: bool = False  # logits of the last len(draft) + 1 rows (each draft token checked), not one

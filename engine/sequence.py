@@ -96,7 +96,9 @@ class Sequence:
     finish_tag: float | None = None  # its prompt's prefill order, fixed at its first chunk (prefill_order.py)
     admitted_s: float | None = None  # the engine clock at add_request, kept if preempted; None: no deadline
     matcher: Any = None  # structured output: its grammar matcher (engine/constraints.py), else None
-    speculation: Any = None  # speculative decoding: its SeqSpeculation (engine/speculation_cost.py)
+    speculation: Any = (
+        None  # speculative decoding: its SeqSpeculation (engine/speculative/speculation_cost.py)
+    )
 
     @property
     def id(self) -> str:

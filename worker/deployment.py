@@ -63,7 +63,7 @@ class ModelDeployment:
     prefix_summary_dir: str = ""
     prefix_summary_blocks: int = DEFAULT_SUMMARY_BLOCKS  # fingerprints in one engine's summary at most
     trace_url: str = ""  # OTLP/HTTP traces URL for each request's engine span (request_spans.py); "": none
-    speculative_method: str = "none"  # "none", "draft" or "ngram" (engine/speculation.py)
+    speculative_method: str = "none"  # "none", "draft" or "ngram" (engine/speculative/speculation.py)
     speculative_tokens: int = 0  # drafts a step; 0: chosen each step from the measured cost
     draft_dir: str = ""  # "draft": the draft model's artifact folder (the same tokenizer)
 

@@ -15,7 +15,7 @@ from engine.config import DTYPES, resolve_dtype
 from engine.constraints import Grammars
 from engine.engine import Engine, EngineConfig
 from engine.model import LlamaForCausalLM
-from engine.speculation import SpeculativeConfig
+from engine.speculative.speculation import SpeculativeConfig
 from engine.step_budget import StepCost
 from engine.weights import load_model
 from worker import step_cost_cache

@@ -20,7 +20,7 @@ SPECULATIVE_TOTALS = (
     ("speculative_draft_s", "seconds", {"part": "draft"}),
     ("speculative_verify_s", "seconds", {"part": "verify"}),
 )
-ACCEPTANCE_BOUNDS = ("0", "0.25", "0.5", "0.75", "1")  # engine/speculation.py ACCEPTANCE_BUCKETS
+ACCEPTANCE_BOUNDS = ("0", "0.25", "0.5", "0.75", "1")  # engine/speculative/speculation.py ACCEPTANCE_BUCKETS
 
 
 class Metric(Protocol):

@@ -19,7 +19,7 @@ from engine.engine import Engine, EngineConfig, EngineRequest, FinishReason, Ste
 from engine.model import LlamaForCausalLM
 from engine.scheduler import MAX_UTILIZATION
 from engine.sequence import SamplingParams
-from engine.speculation import SpeculativeConfig
+from engine.speculative.speculation import SpeculativeConfig
 from engine.weights import load_model
 from prebuild.artifact import ensure_artifact
 from tests.engine.helpers import LONG_TEXT

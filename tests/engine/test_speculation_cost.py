@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine import ngram
-from engine.speculation_cost import (
+from engine.speculative import ngram
+from engine.speculative.speculation_cost import (
     PROBE_EVERY,
     PROBE_TOKENS,
     SeqSpeculation,

@@ -11,7 +11,7 @@ import torch
 
 from engine.sampler import distribution, sample
 from engine.sequence import SamplingParams
-from engine.verification import verify
+from engine.speculative.verification import verify
 
 V = 6  # a small vocabulary: every pair is a cell of the test
 SAMPLES = 8_000

@@ -23,7 +23,7 @@ from engine.runner import ModelRunner
 from engine.sampler import SamplingError, distribution
 from engine.scheduler_output import ScheduledChunk, SchedulerOutput
 from engine.sequence import Sequence as EngineSeq
-from engine.speculation_cost import SeqSpeculation
+from engine.speculative.speculation_cost import SeqSpeculation
 
 
 @dataclass(slots=True, frozen=True)

@@ -1,9 +1,10 @@
 """Speculative decoding in the engine: each step, decoding sequences may carry k drafted tokens
-that the target verifies in the same step (engine/verification.py says why the outputs are exact).
+that the target verifies in the same step (engine/speculative/verification.py says why the outputs are exact).
 
     expand(step)   before the model runs: per decoding sequence, k (fixed, or chosen from the
-                   measured cost: engine/speculation_cost.py), slots for k more tokens, and the
-                   drafts (prompt lookup: engine/ngram.py; a draft model: engine/draft_model.py);
+                   measured cost: engine/speculative/speculation_cost.py), slots for k more tokens, and the
+                   drafts (prompt lookup: ngram.py; a draft model: draft_model.py, both in
+                   engine/speculative/);
                    its chunk becomes last token + drafts, verified
     verify(step, logits)  after: each verified chunk's emitted tokens, and the plain rows' logits
     reclaim(step)  after the scheduler's update: the blocks of rejected drafts' slots are freed
@@ -21,13 +22,13 @@ from dataclasses import dataclass, field
 
 import torch
 
-from engine import ngram
-from engine.draft_model import Drafted, DraftModel, state
 from engine.kv_cache_manager import KVCacheManager
 from engine.scheduler_output import ScheduledChunk, SchedulerOutput
 from engine.sequence import SeqStatus, TokenLogprob
-from engine.speculation_cost import BATCH_LIMIT, SpeculationCost
-from engine.verification import Verdict, grammar_rows, logprobs_of, verify
+from engine.speculative import ngram
+from engine.speculative.draft_model import Drafted, DraftModel, state
+from engine.speculative.speculation_cost import BATCH_LIMIT, SpeculationCost
+from engine.speculative.verification import Verdict, grammar_rows, logprobs_of, verify
 
 METHODS = ("none", "draft", "ngram")
 MAX_AUTO_TOKENS = 8  # the most drafts a step chooses on its own (speculative_tokens = 0)

@@ -30,7 +30,7 @@ PROBE_TOKENS = 2  # (timings and acceptance change: a burst of load passes, a te
 
 @dataclass(slots=True)
 class SeqSpeculation:
-    """One sequence's speculation: its draft KV (engine/draft_model.py) and acceptance."""
+    """One sequence's speculation: its draft KV (engine/speculative/draft_model.py) and acceptance."""
 
     residency: int  # the sequence's num_preemptions when `draft_computed` was last valid
     draft_computed: int = 0  # positions whose draft KV is stored
